@@ -1,0 +1,78 @@
+/// One item of a run-loop mode.
+enum LoopItem {
+    case source(InputSource)
+    case timer(LoopTimer)
+    case observer(LoopObserver)
+    case port(any PortSourceDriver)
+}
+
+/// The sources, ports, timers and observers of one mode. Loop thread only.
+final class ModeItems {
+    let mode: LoopMode
+    /// Sorted by `order`, ties in insertion order.
+    private(set) var sources: [InputSource] = []
+    private(set) var ports: [any PortSourceDriver] = []
+    private(set) var timers: [LoopTimer] = []
+    /// Sorted by `order`, ties in insertion order.
+    private(set) var observers: [LoopObserver] = []
+    /// The union of the observers' activities, so that an unobserved activity costs nothing.
+    private(set) var observedActivities: LoopActivity = []
+
+    init(mode: LoopMode) { self.mode = mode }
+
+    /// Whether the mode has anything that can make a run do work (sources, ports, live timers).
+    var hasSourcesOrTimers: Bool {
+        !sources.isEmpty || !ports.isEmpty || timers.contains { $0.isValid }
+    }
+
+    func contains(_ item: LoopItem) -> Bool {
+        switch item {
+        case .source(let source): sources.contains { $0 === source }
+        case .timer(let timer): timers.contains { $0 === timer }
+        case .observer(let observer): observers.contains { $0 === observer }
+        case .port(let port): ports.contains { $0 === port }
+        }
+    }
+
+    /// Adds the item; returns false if it was already here.
+    func insert(_ item: LoopItem) -> Bool {
+        guard !contains(item) else { return false }
+        switch item {
+        case .source(let source):
+            sources.insert(source, at: sources.firstIndex { $0.order > source.order } ?? sources.endIndex)
+        case .timer(let timer):
+            timers.append(timer)
+        case .observer(let observer):
+            observers.insert(observer, at: observers.firstIndex { $0.order > observer.order } ?? observers.endIndex)
+            observedActivities.formUnion(observer.activities)
+        case .port(let port):
+            ports.append(port)
+        }
+        return true
+    }
+
+    /// Removes the item; returns false if it was not here.
+    func remove(_ item: LoopItem) -> Bool {
+        switch item {
+        case .source(let source): return removeFirst(from: &sources) { $0 === source }
+        case .timer(let timer): return removeFirst(from: &timers) { $0 === timer }
+        case .port(let port): return removeFirst(from: &ports) { $0 === port }
+        case .observer(let observer):
+            guard removeFirst(from: &observers, where: { $0 === observer }) else { return false }
+            observedActivities = observers.reduce(into: []) { $0.formUnion($1.activities) }
+            return true
+        }
+    }
+
+    /// Every item, for tearing the mode down.
+    var allItems: [LoopItem] {
+        sources.map(LoopItem.source) + ports.map(LoopItem.port)
+            + timers.map(LoopItem.timer) + observers.map(LoopItem.observer)
+    }
+
+    private func removeFirst<T>(from array: inout [T], where match: (T) -> Bool) -> Bool {
+        guard let index = array.firstIndex(where: match) else { return false }
+        array.remove(at: index)
+        return true
+    }
+}

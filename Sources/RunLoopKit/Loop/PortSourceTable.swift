@@ -1,0 +1,83 @@
+/// The port sources of one loop: their poll-set registrations and the queue of ports
+/// known to hold a message. Loop thread only.
+///
+/// A port is registered in the poll set while it is in at least one mode. It is queued
+/// as ready when `ZMQ_EVENTS` says a message waits (checked when it is added, when its
+/// descriptor wakes the loop, and after each message it delivers), and stays queued,
+/// without waking the loop again, until a run in one of its modes drains it.
+struct PortSourceTable {
+    private struct Entry {
+        let port: any PortSourceDriver
+        var modeCount: Int
+    }
+
+    private var entries: [UInt64: Entry] = [:]
+    private var tokens: [ObjectIdentifier: UInt64] = [:]
+    private var nextToken: UInt64 = Poller.wakeToken + 1
+    /// Ready ports in the order they became ready, served round-robin.
+    private var ready: [UInt64] = []
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    /// Counts one more mode for `port`, registering it in the poll set the first time.
+    mutating func added(_ port: any PortSourceDriver, poller: Poller) throws(SystemCallError) {
+        let id = ObjectIdentifier(port)
+        if let token = tokens[id] {
+            entries[token]!.modeCount += 1
+            return
+        }
+        let token = nextToken
+        nextToken += 1
+        try poller.register(port.pollDescriptor, token: token)
+        tokens[id] = token
+        entries[token] = Entry(port: port, modeCount: 1)
+        markIfPending(token) // a burst may have arrived before the port was added
+    }
+
+    /// Counts one mode less for `port`, leaving the poll set when it is in none.
+    mutating func removed(_ port: any PortSourceDriver, poller: Poller) {
+        guard let token = tokens[ObjectIdentifier(port)], var entry = entries[token] else { return }
+        entry.modeCount -= 1
+        guard entry.modeCount == 0 else {
+            entries[token] = entry
+            return
+        }
+        try? poller.deregister(port.pollDescriptor) // the port may already have closed its socket
+        entries[token] = nil
+        tokens[ObjectIdentifier(port)] = nil
+        ready.removeAll { $0 == token }
+        port.detachedFromLoop()
+    }
+
+    /// The poll set reported the port's descriptor: confirm with the port itself.
+    mutating func descriptorReady(_ token: UInt64) {
+        markIfPending(token)
+    }
+
+    /// The first ready port that is in `items`' mode.
+    func nextReady(in items: ModeItems) -> (any PortSourceDriver)? {
+        guard !ready.isEmpty else { return nil }
+        for token in ready {
+            guard let port = entries[token]?.port else { continue }
+            if items.contains(.port(port)) { return port }
+        }
+        return nil
+    }
+
+    /// Delivers one message of `port`, then requeues it at the back if more wait.
+    mutating func handle(_ port: any PortSourceDriver) -> Bool {
+        guard let token = tokens[ObjectIdentifier(port)] else { return false }
+        ready.removeAll { $0 == token }
+        let handled = port.handleOneMessage()
+        markIfPending(token) // the handler may have removed the port; then this is a no-op
+        return handled
+    }
+
+    /// Every registered port, for teardown.
+    var allPorts: [any PortSourceDriver] { entries.values.map(\.port) }
+
+    private mutating func markIfPending(_ token: UInt64) {
+        guard let port = entries[token]?.port, !ready.contains(token), port.hasPendingMessage() else { return }
+        ready.append(token)
+    }
+}

@@ -1,0 +1,182 @@
+import CLinuxPoll
+import Glibc
+import Synchronization
+
+/// A thread's run loop (`CFRunLoop` / `NSRunLoop`): it runs in one mode at a time,
+/// servicing that mode's input sources, port sources, timers and observers, and sleeps
+/// in one poll set when there is nothing to do.
+///
+/// Every thread has at most one run loop, created on first use of `current` on that
+/// thread and torn down when the thread exits. `main` is the main thread's.
+///
+/// Thread safety: `wakeUp()`, `stop()`, `isWaiting`, `perform(inModes:tag:_:)`,
+/// `performAndWait`, `cancelPerformRequests` and the `invalidate()` of items may be
+/// called from any thread. Everything else must be called on the loop's own thread,
+/// and checks that it is.
+public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
+    enum Lifecycle {
+        case open
+        /// The thread exited: no more runs, perform requests fail.
+        case tornDown
+    }
+
+    /// A cross-thread request for the loop's thread, such as finishing an invalidation.
+    typealias ControlAction = @Sendable (ThreadRunLoop) -> Void
+
+    public let isMain: Bool
+    let poller: Poller
+
+    // Loop thread only.
+    var modes: [LoopMode: ModeItems] = [:]
+    public internal(set) var commonModes: Set<LoopMode> = [.default]
+    let commonItems = ModeItems(mode: .common)
+    var runStack: [LoopMode] = []
+    var ports = PortSourceTable()
+
+    /// Protects `lifecycle`, `performQueue`, `delayedRequests` and `controlQueue`.
+    let queueLock = Lock()
+    var lifecycle = Lifecycle.open // protected by queueLock
+    var performQueue: [PerformRequest] = [] // protected by queueLock
+    var delayedRequests: [PerformRequest] = [] // protected by queueLock
+    var controlQueue: [ControlAction] = [] // protected by queueLock
+    /// Entries in `performQueue` and `controlQueue`, so that an empty queue costs no lock.
+    let queuedCount = Atomic<Int>(0)
+
+    /// Set by `stop()`, consumed by the innermost run. Atomic.
+    let stopRequested = Atomic<Bool>(false)
+
+    private init(isMain: Bool) {
+        self.isMain = isMain
+        do {
+            poller = try Poller()
+        } catch {
+            fatalError("RunLoopKit cannot create a run loop's poll set: \(error)")
+        }
+    }
+
+    // MARK: - Per-thread loops
+
+    /// The calling thread's run loop, created on first use.
+    public static var current: ThreadRunLoop {
+        if let pointer = pthread_getspecific(ThreadRunLoop.threadKey) {
+            return Unmanaged<ThreadRunLoop>.fromOpaque(pointer).takeUnretainedValue()
+        }
+        let loop = isMainThread ? main : ThreadRunLoop(isMain: false)
+        pthread_setspecific(ThreadRunLoop.threadKey, Unmanaged.passRetained(loop).toOpaque())
+        return loop
+    }
+
+    /// The main thread's run loop, from any thread.
+    public static var main: ThreadRunLoop {
+        mainLoop.withLock { loop in
+            if let loop { return loop }
+            let created = ThreadRunLoop(isMain: true)
+            loop = created
+            return created
+        }
+    }
+
+    private static let mainLoop = LockedValue<ThreadRunLoop?>(nil)
+
+    /// The key of each thread's loop; its destructor tears the loop down on the exiting thread.
+    private static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { pointer in
+            guard let pointer else { return }
+            Unmanaged<ThreadRunLoop>.fromOpaque(pointer).takeRetainedValue().tearDown()
+        }
+        precondition(rc == 0, "pthread_key_create failed: \(rc)")
+        return key
+    }()
+
+    static var isMainThread: Bool { getpid() == clinux_gettid() }
+
+    /// Whether the calling thread is this loop's thread.
+    public var isOwnerThread: Bool {
+        if let pointer = pthread_getspecific(ThreadRunLoop.threadKey) {
+            return pointer == Unmanaged.passUnretained(self).toOpaque()
+        }
+        return isMain && ThreadRunLoop.isMainThread && ThreadRunLoop.current === self
+    }
+
+    func assertOwnerThread(_ function: StaticString = #function) {
+        precondition(isOwnerThread, "ThreadRunLoop.\(function) must be called on the loop's own thread")
+    }
+
+    // MARK: - Cross-thread controls
+
+    /// Wakes the loop if it is sleeping, or makes its next sleep return at once
+    /// (`CFRunLoopWakeUp`). Any thread.
+    public func wakeUp() { poller.wake() }
+
+    /// Ends the innermost run of the loop, which returns `.stopped` (`CFRunLoopStop`).
+    /// A stop requested while the loop is not running ends its next run. Any thread.
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        wakeUp()
+    }
+
+    /// Whether the loop's thread is asleep in the poll set (`CFRunLoopIsWaiting`). Any thread.
+    public var isWaiting: Bool { poller.isSleeping }
+
+    /// The mode of the innermost run, or nil when the loop is not running. Loop thread.
+    public var currentMode: LoopMode? {
+        assertOwnerThread()
+        return runStack.last
+    }
+
+    /// Finishes an item's invalidation on the loop's thread: now if called there, else at
+    /// the loop's next pass (and the loop is woken for it).
+    func itemInvalidated(onOwnerThread action: @escaping ControlAction) {
+        if isOwnerThread {
+            action(self)
+            return
+        }
+        let accepted = queueLock.withLock {
+            guard lifecycle == .open else { return false }
+            controlQueue.append(action)
+            queuedCount.add(1, ordering: .releasing)
+            return true
+        }
+        if accepted { wakeUp() }
+    }
+
+    /// Runs the cross-thread actions queued since the last pass. Loop thread.
+    func runControlActions() {
+        guard queuedCount.load(ordering: .acquiring) > 0 else { return }
+        let actions = queueLock.withLock {
+            let taken = controlQueue
+            controlQueue.removeAll()
+            queuedCount.subtract(taken.count, ordering: .releasing)
+            return taken
+        }
+        for action in actions { action(self) }
+    }
+
+    // MARK: - Teardown
+
+    /// Called on the loop's thread as it exits: fails pending requests, removes every
+    /// item (running cancel callbacks) and releases the closures that could hold cycles.
+    func tearDown() {
+        let (requests, actions) = queueLock.withLock {
+            lifecycle = .tornDown
+            defer {
+                performQueue.removeAll()
+                delayedRequests.removeAll()
+                controlQueue.removeAll()
+            }
+            return (performQueue + delayedRequests, controlQueue)
+        }
+        for action in actions { action(self) }
+        for request in requests { request.cancel() }
+        for (_, items) in modes { removeAll(items) }
+        removeAll(commonItems)
+        for port in ports.allPorts { port.detachedFromLoop() }
+        ports = PortSourceTable()
+        modes.removeAll()
+    }
+
+    public var description: String {
+        "ThreadRunLoop(\(isMain ? "main" : "thread"), waiting: \(isWaiting))"
+    }
+}
