@@ -14,6 +14,8 @@ public final class LoopObserver: @unchecked Sendable {
 
     private var callback: ((LoopObserver, LoopActivity) -> Void)? // loop thread
     private let valid = Atomic<Bool>(true)
+    /// True during the callback, so that a nested run does not call it again. Loop thread.
+    private var isNotifying = false
     let binding = LoopBinding()
 
     public init(activities: LoopActivity, repeats: Bool = true, order: Int = 0,
@@ -34,7 +36,10 @@ public final class LoopObserver: @unchecked Sendable {
 
     /// Tells the observer of `activity`; a one-shot observer invalidates itself after.
     func notify(_ activity: LoopActivity) {
+        guard !isNotifying else { return }
+        isNotifying = true
         callback?(self, activity)
+        isNotifying = false
         if !repeats { invalidate() }
     }
 

@@ -26,6 +26,8 @@ public final class LoopTimer: @unchecked Sendable {
     /// The closure, released on invalidation so that captured objects go. Loop thread.
     private var body: ((LoopTimer) -> Void)?
     private let valid = Atomic<Bool>(true)
+    /// True during the callback, so that a nested run does not fire the timer again. Loop thread.
+    private(set) var isFiring = false
     /// The loop the timer is scheduled on; set once, on that loop's thread.
     let binding = LoopBinding()
 
@@ -60,8 +62,11 @@ public final class LoopTimer: @unchecked Sendable {
     /// Fires the timer and moves it to its next grid point (or invalidates a one-shot
     /// timer), unless the callback rescheduled or invalidated it. Loop thread.
     func fire() {
+        guard !isFiring else { return }
         let scheduled = fireDate
+        isFiring = true
         body?(self)
+        isFiring = false
         guard isValid, fireDate == scheduled else { return }
         guard let interval else {
             invalidate()

@@ -84,6 +84,7 @@ extension ThreadRunLoop {
         } catch {
             preconditionFailure("RunLoopKit's poll set failed: \(error)")
         }
+        runControlActions() // finish invalidations made from other threads while asleep
         if !pollOnly { notifyObservers(of: .afterWaiting, in: items) } //       step 8
     }
 

@@ -1,0 +1,33 @@
+@testable import RunLoopKit
+import Foundation
+import XCTest
+
+final class DeadlineTests: XCTestCase {
+    func testNowNeverGoesBackwards() {
+        var previous = Deadline.now()
+        for _ in 0..<1_000 {
+            let next = Deadline.now()
+            XCTAssertGreaterThanOrEqual(next, previous)
+            previous = next
+        }
+    }
+
+    func testAddingSaturatesAtBothEnds() {
+        XCTAssertEqual(Deadline.distantFuture + .seconds(1), .distantFuture)
+        XCTAssertEqual(Deadline(rawValue: 5) + .nanoseconds(-10), Deadline(rawValue: 0))
+        XCTAssertEqual(Deadline(rawValue: 5) + .nanoseconds(10), Deadline(rawValue: 15))
+    }
+
+    func testSubtractingGivesASignedDuration() {
+        XCTAssertEqual(Deadline(rawValue: 30) - Deadline(rawValue: 10), .nanoseconds(20))
+        XCTAssertEqual(Deadline(rawValue: 10) - Deadline(rawValue: 30), .nanoseconds(-20))
+    }
+
+    func testADateConvertsToTheMatchingMonotonicDeadline() {
+        let deadline = Deadline(Date(timeIntervalSinceNow: 2))
+        let remaining = deadline - .now()
+        XCTAssertGreaterThan(remaining, .milliseconds(1_500))
+        XCTAssertLessThanOrEqual(remaining, .seconds(2))
+        XCTAssertEqual(Deadline(Date.distantFuture), .distantFuture)
+    }
+}

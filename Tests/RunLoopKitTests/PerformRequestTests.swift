@@ -1,0 +1,108 @@
+import Dispatch
+@testable import RunLoopKit
+import XCTest
+
+final class PerformRequestTests: XCTestCase {
+    private var loop: ThreadRunLoop { ThreadRunLoop.current }
+
+    func testRequestsFromAnotherThreadRunInFIFOOrderAllInOnePass() {
+        let log = EventLog()
+        let keepAlive = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(keepAlive, to: .default)
+        let target = loop
+        TestThread {
+            for index in 0..<50 { target.perform { log.append("\(index)") } }
+        }.join()
+        XCTAssertTrue(loop.run(mode: .default, before: .after(.seconds(10))))
+        XCTAssertEqual(log.all, (0..<50).map(String.init), "all fifty, in order, in a single pass")
+        keepAlive.invalidate()
+    }
+
+    func testAPerformWakesASleepingLoopAtOnce() {
+        let worker = LoopThread()
+        let ran = DispatchSemaphore(value: 0)
+        let onLoopThread = LockedValue<Bool?>(nil)
+        worker.loop.perform {
+            onLoopThread.withLock { $0 = worker.loop.isOwnerThread }
+            ran.signal()
+        }
+        waitOrFail(ran, "the perform to run")
+        XCTAssertEqual(onLoopThread.withLock { $0 }, true)
+        worker.stop()
+    }
+
+    func testRequestsWaitForARunInOneOfTheirModes() {
+        let log = EventLog()
+        let keepAlive = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(keepAlive, to: .default)
+        loop.add(keepAlive, to: "private")
+        loop.perform(inModes: ["private"]) { log.append("private") }
+        loop.perform(inModes: [.default]) { log.append("default") }
+        XCTAssertTrue(loop.run(mode: .default, before: .after(.seconds(10))))
+        XCTAssertEqual(log.all, ["default"])
+        XCTAssertTrue(loop.run(mode: "private", before: .after(.seconds(10))))
+        XCTAssertEqual(log.all, ["default", "private"])
+        keepAlive.invalidate()
+    }
+
+    func testACancelledRequestNeverRuns() {
+        let log = EventLog()
+        let keepAlive = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(keepAlive, to: .default)
+        let cancelled = loop.perform { log.append("cancelled") }
+        loop.perform(tag: "kept") { log.append("kept") }
+        XCTAssertTrue(cancelled.cancel())
+        XCTAssertFalse(cancelled.cancel(), "cancelling twice cancels once")
+        XCTAssertTrue(loop.run(mode: .default, before: .after(.seconds(10))))
+        XCTAssertEqual(log.all, ["kept"])
+        XCTAssertEqual(cancelled.state, .cancelled)
+        keepAlive.invalidate()
+    }
+
+    func testADelayedPerformRunsAfterItsDelayAndIsNotAHandledSource() {
+        var ranAt: Deadline?
+        let start = Deadline.now()
+        let request = loop.perform(after: .milliseconds(20)) { ranAt = .now() }
+        XCTAssertEqual(request.state, .pending)
+        XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: true), .finished)
+        XCTAssertEqual(request.state, .done)
+        XCTAssertGreaterThanOrEqual(ranAt! - start, .milliseconds(20))
+    }
+
+    func testCancelPerformRequestsCancelsOnlyTheTaggedOnesNotYetRun() {
+        var log: [String] = []
+        loop.perform(after: .zero, tag: "a") { log.append("a1") }
+        loop.perform(after: .zero, tag: "b") { log.append("b") }
+        loop.perform(after: .zero, tag: "a") { log.append("a2") }
+        XCTAssertEqual(loop.cancelPerformRequests(tagged: "a"), 2)
+        XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: false), .finished)
+        XCTAssertEqual(log, ["b"])
+        XCTAssertEqual(loop.cancelPerformRequests(), 0, "nothing left to cancel")
+    }
+
+    func testPerformAndWaitReturnsTheResultFromTheLoopsThread() throws {
+        let worker = LoopThread()
+        let answer = try worker.loop.performAndWait { worker.loop.isOwnerThread ? 42 : -1 }
+        XCTAssertEqual(answer, 42)
+        struct Oops: Error {}
+        XCTAssertThrowsError(try worker.loop.performAndWait { throw Oops() }) { XCTAssertTrue($0 is Oops) }
+        worker.stop()
+    }
+
+    func testPerformAndWaitOnTheLoopsOwnThreadRunsAtOnce() throws {
+        var ran = false
+        let box = LockedValue(false)
+        try loop.performAndWait { box.withLock { $0 = true } }
+        ran = box.withLock { $0 }
+        XCTAssertTrue(ran)
+    }
+
+    func testPerformOnAnExitedThreadFailsCleanly() {
+        let worker = LoopThread()
+        worker.stop()
+        XCTAssertEqual(worker.loop.perform {}.state, .cancelled)
+        XCTAssertThrowsError(try worker.loop.performAndWait { 1 }) {
+            XCTAssertEqual($0 as? RunLoopError, .loopTerminated)
+        }
+    }
+}

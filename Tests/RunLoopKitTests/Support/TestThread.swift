@@ -1,0 +1,84 @@
+import Dispatch
+import Glibc
+@testable import RunLoopKit
+import XCTest
+
+/// A joinable thread, so that tests can wait for a thread to have fully exited
+/// (thread-local destructors included).
+final class TestThread: @unchecked Sendable {
+    private final class Body {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
+    private var handle = pthread_t()
+    private var joined = false // test thread only
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Body(body)).toOpaque()
+        let rc = pthread_create(&handle, nil, { pointer in
+            Unmanaged<Body>.fromOpaque(pointer!).takeRetainedValue().run()
+            return nil
+        }, box)
+        precondition(rc == 0, "pthread_create failed: \(rc)")
+    }
+
+    func join() {
+        guard !joined else { return }
+        joined = true
+        pthread_join(handle, nil)
+    }
+
+    deinit { join() }
+}
+
+/// A thread running its run loop in the default mode (kept alive by an input source of
+/// its own) until `stop()`; `loop` is available once `init` returns.
+final class LoopThread: @unchecked Sendable {
+    let loop: ThreadRunLoop
+    private let thread: TestThread
+    private let keepAlive: LockedValue<InputSource?>
+
+    init(setUp: @escaping @Sendable (ThreadRunLoop) -> Void = { _ in }) {
+        let ready = DispatchSemaphore(value: 0)
+        let published = LockedValue<ThreadRunLoop?>(nil)
+        let keepAlive = LockedValue<InputSource?>(nil)
+        thread = TestThread {
+            let loop = ThreadRunLoop.current
+            let source = InputSource {}
+            loop.add(source, to: .default)
+            keepAlive.withLock { $0 = source }
+            setUp(loop)
+            published.withLock { $0 = loop }
+            ready.signal()
+            while keepAlive.withLock({ $0?.isValid ?? false }) {
+                _ = loop.run(mode: .default, until: .distantFuture, returnAfterSourceHandled: false)
+            }
+        }
+        ready.wait()
+        loop = published.withLock { $0! }
+        self.keepAlive = keepAlive
+    }
+
+    /// Ends the thread's run and waits until the thread has exited.
+    func stop() {
+        keepAlive.withLock { $0?.invalidate() }
+        loop.stop()
+        thread.join()
+    }
+}
+
+/// Waits for a semaphore with a generous safety-net timeout, failing the test if it passes.
+func waitOrFail(_ semaphore: DispatchSemaphore, seconds: Double = 10, _ what: String = "the event",
+                file: StaticString = #filePath, line: UInt = #line) {
+    if semaphore.wait(timeout: .now() + seconds) == .timedOut {
+        XCTFail("timed out waiting for \(what)", file: file, line: line)
+    }
+}
+
+/// A thread-safe recorder of what happened, in order.
+final class EventLog: @unchecked Sendable {
+    private let events = LockedValue<[String]>([])
+    func append(_ event: String) { events.withLock { $0.append(event) } }
+    var all: [String] { events.withLock { $0 } }
+}
