@@ -2,7 +2,7 @@
 import PackageDescription
 
 /// One executable target per example, each in `Examples/<name>/`.
-let examples: [String] = []
+let examples = ["observer", "custom-source", "timers", "skeleton-thread"]
 
 let package = Package(
     name: "RunLoopKit",
