@@ -1,0 +1,13 @@
+import CZeroMQ
+
+/// The readiness of a ZeroMQ socket: the `ZMQ_EVENTS` option and `zmq_poll`'s events.
+struct ZMQEvents: OptionSet, Hashable, Sendable {
+    let rawValue: Int32
+
+    init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// `ZMQ_POLLIN`: at least one whole message can be received without blocking.
+    static let pollIn = ZMQEvents(rawValue: Int32(ZMQ_POLLIN))
+    /// `ZMQ_POLLOUT`: at least one message can be sent without blocking.
+    static let pollOut = ZMQEvents(rawValue: Int32(ZMQ_POLLOUT))
+}

@@ -1,0 +1,235 @@
+import CZeroMQ
+import Glibc
+
+/// A ZeroMQ socket, wrapping `zmq_socket` and `zmq_close`, with endpoints, multipart
+/// send and receive, and polling. Options are in `ZMQSocket+Options.swift`.
+///
+/// Thread safety: none. A ZeroMQ socket is not thread-safe, and RunLoopKit never moves
+/// one between threads: it is created, used and released on one thread. So this class
+/// is explicitly not `Sendable`.
+final class ZMQSocket {
+    /// The `void *` socket handle. Valid until `deinit`.
+    let handle: UnsafeMutableRawPointer
+    /// The socket's type, as created.
+    let type: ZMQSocketType
+    /// Kept so the context outlives the socket: `zmq_ctx_term` would wait for it forever.
+    let context: ZMQContext
+    /// The `zmq_msg_t` that `receive` reuses, allocated once so receiving allocates only
+    /// the frames it returns. Pointer-aligned, as libzmq requires.
+    private let message: UnsafeMutablePointer<zmq_msg_t>
+
+    /// The number of frames `receive` accepts by default: a wire message's 1024 components
+    /// and two header frames, with room to spare.
+    static let defaultMaxFrames = 1100
+
+    /// Creates a socket, via `zmq_socket`, and bounds its linger (`ZMQ_LINGER`) to the
+    /// context's `socketLinger`, so that closing it never blocks the context's termination.
+    init(context: ZMQContext = .shared, type: ZMQSocketType) throws(ZMQError) {
+        let handle = try zmqCall("zmq_socket") { zmq_socket(context.handle, type.rawValue) }
+        var linger = context.socketLinger
+        do {
+            try zmqCall("zmq_setsockopt(ZMQ_LINGER)") {
+                zmq_setsockopt(handle, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
+            }
+        } catch {
+            zmq_close(handle)
+            throw error
+        }
+        self.handle = handle
+        self.type = type
+        self.context = context
+        message = .allocate(capacity: 1)
+    }
+
+    /// Closes the socket, via `zmq_close`. Messages not yet sent are kept for at most the
+    /// linger time, by libzmq's I/O thread.
+    deinit {
+        // zmq_close only fails with ENOTSOCK, which a live handle cannot be.
+        zmq_close(handle)
+        message.deallocate()
+    }
+
+    // MARK: - Endpoints
+
+    /// Binds to an endpoint such as `inproc://name`, `ipc:///path` or `tcp://127.0.0.1:*`,
+    /// via `zmq_bind`. Use `lastEndpoint` to learn a wildcard port.
+    func bind(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_bind")
+        try zmqCall("zmq_bind") { zmq_bind(handle, endpoint) }
+    }
+
+    /// Connects to an endpoint, via `zmq_connect`. Succeeds before the peer binds (even for
+    /// inproc): libzmq connects, and delivers queued messages, once the peer is there.
+    func connect(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_connect")
+        try zmqCall("zmq_connect") { zmq_connect(handle, endpoint) }
+    }
+
+    /// Stops listening on a bound endpoint, via `zmq_unbind`. Throws `fileNotFound` when
+    /// the socket is not bound to it. A wildcard bind is unbound by its `lastEndpoint`.
+    func unbind(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_unbind")
+        try zmqCall("zmq_unbind") { zmq_unbind(handle, endpoint) }
+    }
+
+    /// Disconnects from a connected endpoint, via `zmq_disconnect`. Throws `fileNotFound`
+    /// when the socket is not connected to it.
+    func disconnect(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_disconnect")
+        try zmqCall("zmq_disconnect") { zmq_disconnect(handle, endpoint) }
+    }
+
+    /// Rejects an endpoint with a NUL byte: libzmq takes a C string and would silently use
+    /// only the part before it, reaching a different endpoint.
+    @inline(__always)
+    private func checkEndpoint(_ endpoint: String, call: String) throws(ZMQError) {
+        if endpoint.utf8.contains(0) { throw ZMQError(code: .invalidArgument, call: call) }
+    }
+
+    // MARK: - Sending
+
+    /// Sends a multipart message, one `zmq_send` per frame with `ZMQ_SNDMORE` on all but
+    /// the last.
+    ///
+    /// ZeroMQ delivers a multipart message whole or not at all, and admits the rest of a
+    /// message once its first frame is accepted. So only the first frame is sent with
+    /// `ZMQ_DONTWAIT`; if it would block even after the socket caught up with its peers
+    /// (see `isReady(for:)`), nothing was queued and this returns `false`. The
+    /// rest are sent blocking, which libzmq never makes wait (if the peer vanishes mid-
+    /// message libzmq drops the remainder itself, as it does for any blocking send).
+    ///
+    /// - Parameter dontWait: return `false` rather than wait when the message cannot be
+    ///   queued now (high-water mark reached, or no peer).
+    /// - Returns: whether the message was queued; always `true` when not `dontWait`.
+    /// - Throws: `invalidArgument` for an empty `frames`; `again` when not `dontWait` and
+    ///   the `sendTimeout` passed; any other failure of `zmq_send`.
+    ///   A failure after the first frame (such as `terminated`) leaves the message unsent.
+    @discardableResult
+    func send(_ frames: [[UInt8]], dontWait: Bool) throws(ZMQError) -> Bool {
+        guard let last = frames.indices.last else {
+            throw ZMQError(code: .invalidArgument, call: "zmq_send")
+        }
+        for index in frames.indices {
+            let flags = ZMQSocket.sendFlags(more: index != last, dontWait: index == 0 && dontWait)
+            if flags & ZMQ_DONTWAIT == 0 {
+                try zmqCall("zmq_send") { rawSend(frames[index], flags) }
+            } else if try zmqNonBlockingCall("zmq_send", { rawSend(frames[index], flags) }) == nil {
+                guard try isReady(for: .pollOut),
+                      try zmqNonBlockingCall("zmq_send", { rawSend(frames[index], flags) }) != nil
+                else { return false } // nothing was queued
+            }
+        }
+        return true
+    }
+
+    /// Sends one frame of a message, via `zmq_send`, which copies `bytes`: for callers that
+    /// have a frame's bytes in a buffer of their own and want no `[UInt8]` of it.
+    ///
+    /// The frames of one message must follow each other with `more` set on all but the
+    /// last, and only the first may use `dontWait` (see `send(_:dontWait:)`).
+    ///
+    /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
+    @inline(__always)
+    func sendFrame(_ bytes: UnsafeRawBufferPointer, more: Bool, dontWait: Bool) throws(ZMQError) -> Bool {
+        let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
+        if !dontWait {
+            try zmqCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) }
+            return true
+        }
+        if try zmqNonBlockingCall("zmq_send", { zmq_send(handle, bytes.baseAddress, bytes.count, flags) }) != nil {
+            return true
+        }
+        return try isReady(for: .pollOut)
+            && zmqNonBlockingCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) } != nil
+    }
+
+    /// `zmq_send` of one frame; for `zmqCall`'s body.
+    @inline(__always)
+    private func rawSend(_ frame: [UInt8], _ flags: Int32) -> Int32 {
+        frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, flags) }
+    }
+
+    @inline(__always)
+    private static func sendFlags(more: Bool, dontWait: Bool) -> Int32 {
+        (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
+    }
+
+    // MARK: - Receiving
+
+    /// Receives one whole multipart message, via `zmq_msg_init`, `zmq_msg_recv`,
+    /// `zmq_msg_more`, `zmq_msg_data`, `zmq_msg_size` and `zmq_msg_close`.
+    ///
+    /// - Parameters:
+    ///   - dontWait: return `nil` rather than wait when no message is queued (checked
+    ///     against `ZMQ_EVENTS` before concluding so; see `isReady(for:)`).
+    ///   - maxFrames: the most frames to accept. A longer message is received to its end
+    ///     and discarded (so the next receive starts at the next message), and this throws
+    ///     `ZMQError.Code.tooManyFrames` with call `zmq_msg_recv`.
+    /// - Returns: the message's frames (at least one), or `nil` if `dontWait` and none is
+    ///   queued. Not `nil` otherwise.
+    /// - Throws: `tooManyFrames` (see `maxFrames`); `again` when not `dontWait` and the
+    ///   `receiveTimeout` passed; any other failure of `zmq_msg_recv`.
+    func receive(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames) throws(ZMQError) -> [[UInt8]]? {
+        zmq_msg_init(message) // cannot fail: an empty message allocates nothing
+        defer { zmq_msg_close(message) } // frees the last frame; the others were freed by recv
+        if !dontWait {
+            try zmqCall("zmq_msg_recv") { zmq_msg_recv(message, handle, 0) }
+        } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(message, handle, ZMQ_DONTWAIT) }) == nil {
+            guard try isReady(for: .pollIn),
+                  try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(message, handle, ZMQ_DONTWAIT) }) != nil
+            else { return nil }
+        }
+        var frames: [[UInt8]] = []
+        frames.reserveCapacity(4) // a wire message with up to two components, in one allocation
+        var tooMany = false
+        while true {
+            if frames.count < maxFrames {
+                let size = zmq_msg_size(message)
+                frames.append(size == 0 ? [] : [UInt8](UnsafeRawBufferPointer(start: zmq_msg_data(message), count: size)))
+            } else {
+                tooMany = true
+            }
+            if zmq_msg_more(message) == 0 { break }
+            // The rest of a message arrives with its first frame, so this never waits;
+            // recv releases the previous frame's buffer before it reuses `message`.
+            try zmqCall("zmq_msg_recv") { zmq_msg_recv(message, handle, 0) }
+        }
+        if tooMany { throw ZMQError(code: .tooManyFrames, call: "zmq_msg_recv") }
+        return frames
+    }
+
+    /// Whether `ZMQ_EVENTS` has `event`: asked after a non-blocking send or receive found
+    /// nothing to do, before believing it.
+    ///
+    /// libzmq learns that a peer sent or read messages from commands in the socket's
+    /// mailbox, and non-blocking calls skip the mailbox if they looked at it in the last
+    /// few million CPU cycles (about a millisecond). So right after a peer's send, a
+    /// non-blocking receive can miss the message, and a send can see a queue full that
+    /// the peer has drained. Reading `ZMQ_EVENTS` always processes the mailbox.
+    @inline(__always)
+    private func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
+        try events.contains(event)
+    }
+
+    // MARK: - Polling
+
+    /// Waits until the socket is ready for any of `events`, via `zmq_poll` on this one socket.
+    ///
+    /// - Parameter timeout: how long to wait at most, rounded up to whole milliseconds;
+    ///   `nil` waits forever, zero only looks.
+    /// - Returns: the events that are ready; empty when the timeout passed.
+    func poll(for events: ZMQEvents, timeout: Duration?) throws(ZMQError) -> ZMQEvents {
+        var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(truncatingIfNeeded: events.rawValue), revents: 0)
+        let deadline = timeout.map { Deadline.after($0) }
+        try zmqCall("zmq_poll") {
+            // Recomputed on each try, so a retry after EINTR does not restart the timeout.
+            let milliseconds = deadline.map { Int(($0 - .now()).zmqMilliseconds) } ?? -1
+            return zmq_poll(&item, 1, milliseconds)
+        }
+        return ZMQEvents(rawValue: Int32(item.revents))
+    }
+}
+
+/// A ZeroMQ socket belongs to one thread; see `ZMQSocket`.
+@available(*, unavailable)
+extension ZMQSocket: Sendable {}
