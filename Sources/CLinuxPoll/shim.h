@@ -10,3 +10,16 @@
 /// The kernel thread id of the calling thread (`gettid` needs _GNU_SOURCE, which
 /// Swift's Glibc module does not set).
 static inline pid_t clinux_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+#include <fcntl.h>
+/// Open-file-description locks (F_OFD_SETLK / F_OFD_GETLK), which glibc hides behind
+/// _GNU_SOURCE: held per open file, released by the kernel when the holder dies, and
+/// testable without taking them. Returns 0 on success, -1 with errno set.
+static inline int clinux_ofd_lock(int fd, int exclusive, int test_only, int *held_by_other) {
+    struct flock lock = { 0 };
+    lock.l_type = exclusive ? F_WRLCK : F_RDLCK;
+    lock.l_whence = SEEK_SET;
+    int rc = fcntl(fd, test_only ? 36 /* F_OFD_GETLK */ : 37 /* F_OFD_SETLK */, &lock);
+    if (rc == 0 && test_only && held_by_other) *held_by_other = (lock.l_type != F_UNLCK);
+    return rc;
+}

@@ -5,8 +5,8 @@ import XCTest
 /// The README's tour, kept compiling and true.
 final class ReadmeTourTests: XCTestCase {
     func testTheReadmeTourCompilesAndBehavesAsDescribed() {
-        var printed: [String] = []
-        func print(_ item: Any) { printed.append("\(item)") }
+        let log = EventLog()
+        @Sendable func print(_ item: Any) { log.append("\(item)") }
 
         let loop = ThreadRunLoop.current              // this thread's loop, created on first use
 
@@ -33,6 +33,7 @@ final class ReadmeTourTests: XCTestCase {
         let result = loop.run(mode: .default, timeout: .seconds(1), returnAfterSourceHandled: true)
         // .finished, .stopped, .timedOut or .handledSource
 
+        let printed = log.all
         XCTAssertEqual(result, .handledSource)
         XCTAssertEqual(printed, ["scheduled in default", "entry", "beforeTimers", "beforeSources",
                                  "runs on the loop's thread", "performed", "exit"])
@@ -43,6 +44,6 @@ final class ReadmeTourTests: XCTestCase {
         _ = Timer(timeInterval: 1, repeats: false) { _ in }
         timer.invalidate()
         source.invalidate()
-        XCTAssertEqual(printed.last, "cancelled in default")
+        XCTAssertEqual(log.all.last, "cancelled in default")
     }
 }

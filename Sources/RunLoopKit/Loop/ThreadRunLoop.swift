@@ -32,6 +32,8 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
     let commonItems = ModeItems(mode: .common)
     var runStack: [LoopMode] = []
     var ports = PortSourceTable()
+    /// Ports created on this thread, closed at teardown if still open.
+    var ownedPorts: [ObjectIdentifier: WeakPort] = [:]
 
     /// Protects `lifecycle`, `performQueue`, `delayedRequests` and `controlQueue`.
     let queueLock = Lock()
@@ -126,11 +128,13 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Finishes an item's invalidation on the loop's thread: now if called there, else at
-    /// the loop's next pass (and the loop is woken for it).
-    func itemInvalidated(onOwnerThread action: @escaping ControlAction) {
+    /// the loop's next pass (and the loop is woken for it). Returns false if the loop was
+    /// torn down, so the action will never run.
+    @discardableResult
+    func itemInvalidated(onOwnerThread action: @escaping ControlAction) -> Bool {
         if isOwnerThread {
             action(self)
-            return
+            return true
         }
         let accepted = queueLock.withLock {
             guard lifecycle == .open else { return false }
@@ -139,6 +143,7 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
             return true
         }
         if accepted { wakeUp() }
+        return accepted
     }
 
     /// Runs the cross-thread actions queued since the last pass. Loop thread.
@@ -173,6 +178,7 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
         removeAll(commonItems)
         for port in ports.allPorts { port.detachedFromLoop() }
         ports = PortSourceTable()
+        closeOwnedPorts()
         modes.removeAll()
     }
 

@@ -1,0 +1,169 @@
+import Glibc
+import Logging
+import Synchronization
+
+/// A port that receives (`NSMachPort`, `NSMessagePort`, a local `CFMessagePort`): a ZeroMQ
+/// PULL socket owned by the thread that created it, serviced by that thread's run loop as a
+/// port-based input source once added to it.
+///
+/// The object itself may be passed to other threads, which send to it with `send` (or
+/// through `remote`); only the owner thread receives. Named ports are found by name from
+/// this process (over inproc) and from other processes of the same user (over ipc); a port
+/// can also be bound to tcp endpoints for other machines.
+///
+/// Thread safety: `send`, `remote`, `invalidate()`, `isValid` and `statistics` from any
+/// thread; `handler`, `register(name:)`, `bind(tcp:)` and adding to a loop on the owner thread.
+public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
+    /// Handles a message on the owner thread. For a request, the returned message is the
+    /// reply (an empty one with the request's id if nil); for other messages it is ignored.
+    public typealias Handler = (LoopMessage) -> LoopMessage?
+
+    /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.
+    public var handler: Handler?
+
+    /// The port's inproc address, how this process reaches it.
+    let inProcessAddress: PortAddress
+    let owner: pthread_t
+    /// The owner thread's loop, which closes the port if the thread exits first.
+    private(set) weak var ownerLoop: ThreadRunLoop?
+    let pollDescriptor: Int32
+    public let statistics = PortStatistics()
+
+    // Owner thread only.
+    var socket: ZMQSocket?
+    private var registration: PortDirectory.Registration?
+    private var tcpAddresses: [PortAddress] = []
+    /// Where replies (kind 2) go, for the private reply port of request/reply.
+    var replyHandler: ((UInt64, LoopMessage) -> Void)?
+
+    private let valid = Atomic<Bool>(true)
+    /// The address other ports are given: tcp if bound, else ipc if named, else inproc.
+    private let advertised: LockedValue<PortAddress>
+    private let registeredName = LockedValue<String?>(nil)
+
+    static let logger = Logger(label: "runloopkit.port")
+    private static let counter = Atomic<UInt64>(0)
+
+    /// Messages a port queues before senders wait, by default (`ZMQ_RCVHWM`).
+    public static let defaultReceiveHighWaterMark: Int32 = 10_000
+
+    /// Creates a port on the calling thread; with a `name`, registers it (see `register(name:)`).
+    ///
+    /// `receiveHighWaterMark` bounds the messages queued for it (with each sender's own
+    /// 10,000): once reached, senders wait, and fail with `sendTimedOut` at their deadline.
+    public init(name: String? = nil, receiveHighWaterMark: Int32 = LocalPort.defaultReceiveHighWaterMark,
+                handler: Handler? = nil) throws(PortError) {
+        let serial = LocalPort.counter.add(1, ordering: .relaxed).newValue
+        inProcessAddress = PortAddress(unchecked: "inproc://runloopkit.\(getpid()).\(serial)")
+        advertised = LockedValue(inProcessAddress)
+        owner = pthread_self()
+        self.handler = handler
+        do {
+            let socket = try ZMQSocket(type: .pull)
+            try socket.setOption(.maxMessageSize, Int64(WireLimits.default.maxFrameBytes))
+            try socket.setOption(.receiveHighWaterMark, receiveHighWaterMark)
+            try socket.bind(inProcessAddress.rawValue)
+            pollDescriptor = try socket.fileDescriptor
+            self.socket = socket
+        } catch {
+            throw .transport(error)
+        }
+        PortDirectory.shared.opened(inProcessAddress)
+        let loop = ThreadRunLoop.current
+        ownerLoop = loop
+        loop.adopt(self)
+        if let name { try register(name: name) }
+    }
+
+    /// Registers the port under `name` (`NSMessagePortNameServer registerPort:name:`): it
+    /// binds an ipc socket in the per-user runtime directory. Fails with `nameInUse` if a
+    /// live port holds the name (here or in another process); a dead owner's name is taken over.
+    public func register(name: String) throws(PortError) {
+        try checkOwnerThread()
+        guard registration == nil, let socket else { throw .invalidated }
+        let reserved = try PortDirectory.shared.reserve(name)
+        do {
+            try socket.bind(reserved.ipcAddress.rawValue)
+        } catch {
+            PortDirectory.shared.withdraw(reserved)
+            throw .transport(error)
+        }
+        chmod(reserved.socketPath, 0o600)
+        registration = reserved
+        PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
+        registeredName.withLock { $0 = name }
+        advertised.withLock { if $0.isInProcess { $0 = reserved.ipcAddress } }
+    }
+
+    /// Binds the port to a tcp endpoint too (for example `tcp://127.0.0.1:*`), for peers on
+    /// other machines; returns the bound address (with the port number chosen).
+    @discardableResult
+    public func bind(tcp endpoint: String) throws(PortError) -> PortAddress {
+        try checkOwnerThread()
+        guard endpoint.hasPrefix("tcp://") else { throw .invalidAddress(endpoint) }
+        guard let socket else { throw .invalidated }
+        do {
+            try socket.bind(endpoint)
+            let bound = try PortAddress(validating: socket.lastEndpoint)
+            tcpAddresses.append(bound)
+            PortDirectory.shared.addAlias(bound, for: inProcessAddress)
+            advertised.withLock { $0 = bound }
+            return bound
+        } catch let error as ZMQError {
+            throw .transport(error)
+        } catch let error as PortError {
+            throw error
+        } catch {
+            preconditionFailure("unexpected error \(error)")
+        }
+    }
+
+    /// The name the port is registered under, if any. Any thread.
+    public var name: String? { registeredName.withLock { $0 } }
+
+    /// A handle other threads and processes send to (the best address this port has). Any thread.
+    public var remote: RemotePort { RemotePort(advertised.withLock { $0 }) }
+
+    /// Sends `message` to this port. Any thread.
+    public func send(_ message: LoopMessage, timeout: Duration = .seconds(5)) throws(PortError) {
+        guard isValid else { throw .invalidated }
+        try RemotePort(inProcessAddress).send(message, timeout: timeout)
+    }
+
+    public var isValid: Bool { valid.load(ordering: .acquiring) }
+
+    /// Removes the port from every mode of its loop, closes its socket and gives back its
+    /// name (`NSPort invalidate`). Senders to it then time out. Any thread.
+    public func invalidate() {
+        guard valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        if isOwnerThread { close(); return }
+        let queued = ownerLoop?.itemInvalidated { [self] _ in close() } ?? false
+        if !queued { close() } // the owner thread is gone: nothing else can touch the socket
+    }
+
+    var isOwnerThread: Bool { pthread_equal(pthread_self(), owner) != 0 }
+
+    private func checkOwnerThread() throws(PortError) {
+        precondition(isOwnerThread, "LocalPort: this must be called on the thread that created the port")
+        guard isValid else { throw .invalidated }
+    }
+
+    /// Tears the port down on its owner thread (or once that thread is gone).
+    func close() {
+        valid.store(false, ordering: .releasing)
+        PortDirectory.shared.closing(inProcessAddress)
+        ownerLoop?.removePortEverywhere(self)
+        socket = nil
+        for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
+        tcpAddresses.removeAll()
+        if let registration { PortDirectory.shared.withdraw(registration) }
+        registration = nil
+        registeredName.withLock { $0 = nil }
+        handler = nil
+        replyHandler = nil
+    }
+
+    public var description: String {
+        "LocalPort(\(advertised.withLock { $0 })\(name.map { ", name: \($0)" } ?? ""))"
+    }
+}

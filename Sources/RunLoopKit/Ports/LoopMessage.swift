@@ -1,0 +1,71 @@
+/// A port message (`NSPortMessage` / `CFMessagePort`'s data): an id, components that are
+/// byte buffers or ports, and the port to reply to.
+public struct LoopMessage: Sendable, Equatable {
+    public enum Component: Sendable, Equatable {
+        case data([UInt8])
+        /// A port the receiver can send to (how the check-in hands over a worker's port).
+        case port(RemotePort)
+    }
+
+    /// The message id (`msgid`); RunLoopKit gives it no meaning.
+    public var id: Int32
+    public var components: [Component]
+    /// The port to reply to (`sendPort` of the guide's check-in), if any.
+    public var replyPort: RemotePort?
+
+    public init(id: Int32, components: [Component] = [], replyPort: RemotePort? = nil) {
+        self.id = id
+        self.components = components
+        self.replyPort = replyPort
+    }
+
+    /// A message with one data component holding `text` in UTF-8.
+    public init(id: Int32, text: String, replyPort: RemotePort? = nil) {
+        self.init(id: id, components: [.data(Array(text.utf8))], replyPort: replyPort)
+    }
+
+    /// The data components, in order.
+    public var data: [[UInt8]] {
+        components.compactMap { if case .data(let bytes) = $0 { bytes } else { nil } }
+    }
+
+    /// The port components, in order.
+    public var ports: [RemotePort] {
+        components.compactMap { if case .port(let port) = $0 { port } else { nil } }
+    }
+
+    /// The first data component as UTF-8 text, if it is valid UTF-8.
+    public var text: String? {
+        data.first.flatMap { String(validating: $0, as: UTF8.self) }
+    }
+}
+
+extension LoopMessage {
+    /// The wire form, with `kind` and `correlationID` for request/reply.
+    func wire(kind: WireKind, correlationID: UInt64 = 0) -> WireMessage {
+        WireMessage(
+            kind: kind, messageID: id, correlationID: correlationID,
+            replyAddress: replyPort?.address.rawValue,
+            components: components.map { component in
+                switch component {
+                case .data(let bytes): .data(bytes)
+                case .port(let port): .port(address: port.address.rawValue)
+                }
+            }
+        )
+    }
+
+    /// The message a wire message carries; addresses were validated by the decoder.
+    init(wire: WireMessage) {
+        self.init(
+            id: wire.messageID,
+            components: wire.components.map { component in
+                switch component {
+                case .data(let bytes): .data(bytes)
+                case .port(let address): .port(RemotePort(PortAddress(unchecked: address)))
+                }
+            },
+            replyPort: wire.replyAddress.map { RemotePort(PortAddress(unchecked: $0)) }
+        )
+    }
+}

@@ -1,0 +1,105 @@
+import Glibc
+
+/// The name server (`NSMessagePortNameServer`): names of this process's ports, and the
+/// runtime directory shared with other processes of the same user.
+///
+/// Within the process a name resolves to the port's inproc address; in another process,
+/// to its ipc socket in the runtime directory. It also maps the ipc and tcp addresses of
+/// this process's own ports to their inproc addresses, so that local sends stay in-process.
+final class PortDirectory: @unchecked Sendable {
+    static let shared = PortDirectory()
+
+    private let lock = Lock()
+    private var names: [String: PortAddress] = [:] // name → inproc address; protected by lock
+    private var aliases: [PortAddress: PortAddress] = [:] // ipc/tcp → inproc; protected by lock
+    /// The inproc addresses of this process's open ports; protected by lock.
+    private var live: Set<PortAddress> = []
+
+    /// A name held by one of this process's ports.
+    struct Registration {
+        let name: String
+        let ipcAddress: PortAddress
+        let socketPath: String
+        let nameLock: NameLock
+    }
+
+    /// Takes `name` for a port: validates it, takes its lock (failing with `nameInUse` if a
+    /// live port anywhere holds it) and clears a dead owner's socket file.
+    func reserve(_ name: String) throws(PortError) -> Registration {
+        try PortName.validate(name)
+        let directory = try RuntimeDirectory.path()
+        let socketPath = "\(directory)/\(name).sock"
+        guard socketPath.utf8.count <= RuntimeDirectory.maxSocketPathBytes else {
+            throw .invalidName(name, reason: "too long for a socket path in \(directory)")
+        }
+        let nameLock = try NameLock(name: name, directory: directory)
+        unlink(socketPath) // left behind by a dead owner, if anything
+        return Registration(name: name, ipcAddress: PortAddress(unchecked: "ipc://\(socketPath)"),
+                            socketPath: socketPath, nameLock: nameLock)
+    }
+
+    /// Makes a reserved name resolve to `inProcess` (once its socket is bound).
+    func publish(_ registration: Registration, inProcess: PortAddress) {
+        lock.withLock {
+            names[registration.name] = inProcess
+            aliases[registration.ipcAddress] = inProcess
+        }
+    }
+
+    /// Gives a name back: unpublishes it, removes its socket file and releases its lock.
+    func withdraw(_ registration: Registration) {
+        lock.withLock {
+            names[registration.name] = nil
+            aliases[registration.ipcAddress] = nil
+        }
+        unlink(registration.socketPath)
+        registration.nameLock.release()
+    }
+
+    /// Marks an inproc address as served by an open port.
+    func opened(_ inProcess: PortAddress) {
+        lock.withLock { _ = live.insert(inProcess) }
+    }
+
+    /// Marks an inproc address as closed; called before the port's socket closes, so that
+    /// no sender connects to it afterwards.
+    func closing(_ inProcess: PortAddress) {
+        lock.withLock { _ = live.remove(inProcess) }
+    }
+
+    func isOpen(_ inProcess: PortAddress) -> Bool {
+        lock.withLock { live.contains(inProcess) }
+    }
+
+    /// Connects `socket` to an inproc port only while it is open. libzmq lets a socket
+    /// connect to an inproc address nobody has bound and quietly queues what is sent to
+    /// it, so connecting to a closed port would lose messages without a word.
+    func connect(_ socket: ZMQSocket, toOpen inProcess: PortAddress) throws(PortError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard live.contains(inProcess) else { throw .remoteInvalid(inProcess) }
+        do { try socket.connect(inProcess.rawValue) } catch { throw .transport(error) }
+    }
+
+    func addAlias(_ address: PortAddress, for inProcess: PortAddress) {
+        lock.withLock { aliases[address] = inProcess }
+    }
+
+    func removeAlias(_ address: PortAddress) {
+        lock.withLock { aliases[address] = nil }
+    }
+
+    func inProcessAlias(of address: PortAddress) -> PortAddress? {
+        guard !address.isInProcess else { return nil }
+        return lock.withLock { aliases[address] }
+    }
+
+    /// The port registered as `name`, in this process or (over ipc) in another.
+    func lookUp(_ name: String) throws(PortError) -> RemotePort {
+        if let address = lock.withLock({ names[name] }) { return RemotePort(address) }
+        try PortName.validate(name)
+        let directory = try RuntimeDirectory.path()
+        guard NameLock.liveOwner(name: name, directory: directory) != nil else { throw .nameNotFound(name) }
+        return RemotePort(PortAddress(unchecked: "ipc://\(directory)/\(name).sock"))
+    }
+}

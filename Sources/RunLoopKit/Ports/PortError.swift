@@ -1,0 +1,42 @@
+/// Errors of port operations.
+public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The peer did not take the message before the deadline (it is gone, not yet there,
+    /// or its queue is at its high-water mark). The message was not sent.
+    case sendTimedOut(PortAddress)
+    /// No reply arrived before the receive timeout.
+    case receiveTimedOut(PortAddress)
+    /// The port at this address was invalidated (known for ports of this process).
+    case remoteInvalid(PortAddress)
+    /// The name is held by a live port, in this process or another.
+    case nameInUse(String)
+    /// No live port is registered under the name.
+    case nameNotFound(String)
+    /// The name is not a valid port name (see `PortName`).
+    case invalidName(String, reason: String)
+    /// The address is not a valid `inproc://`, `ipc://` or `tcp://` endpoint.
+    case invalidAddress(String)
+    /// The port was invalidated.
+    case invalidated
+    /// The runtime directory for named ports is missing, not ours, or open to others.
+    case runtimeDirectoryUnsafe(path: String, reason: String)
+    /// ZeroMQ refused an operation.
+    case transport(ZMQError)
+    /// A system call failed.
+    case system(SystemCallError)
+
+    public var description: String {
+        switch self {
+        case .sendTimedOut(let address): "send to \(address) timed out: the peer did not take the message"
+        case .receiveTimedOut(let address): "no reply from \(address) before the receive timeout"
+        case .remoteInvalid(let address): "the port at \(address) was invalidated"
+        case .nameInUse(let name): "the port name '\(name)' is held by a live port"
+        case .nameNotFound(let name): "no live port is registered as '\(name)'"
+        case .invalidName(let name, let reason): "invalid port name '\(name)': \(reason)"
+        case .invalidAddress(let address): "invalid port address '\(address)'"
+        case .invalidated: "the port was invalidated"
+        case .runtimeDirectoryUnsafe(let path, let reason): "unsafe runtime directory \(path): \(reason)"
+        case .transport(let error): "ZeroMQ: \(error)"
+        case .system(let error): "\(error)"
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import Synchronization
+
+/// Counters of a port's traffic. Any thread.
+public final class PortStatistics: Sendable {
+    private let received = Atomic<Int>(0)
+    private let dropped = Atomic<Int>(0)
+    private let failedReplies = Atomic<Int>(0)
+
+    /// Messages delivered to the handler.
+    public var messagesReceived: Int { received.load(ordering: .relaxed) }
+    /// Messages dropped because they were malformed (see the log for each reason).
+    public var messagesDropped: Int { dropped.load(ordering: .relaxed) }
+    /// Replies that could not be sent back (no reply address, or the requester did not take it).
+    public var repliesFailed: Int { failedReplies.load(ordering: .relaxed) }
+
+    func countReceived() { received.add(1, ordering: .relaxed) }
+    func countDropped() { dropped.add(1, ordering: .relaxed) }
+    func countFailedReply() { failedReplies.add(1, ordering: .relaxed) }
+}

@@ -1,0 +1,107 @@
+import Glibc
+import Synchronization
+
+/// A thread's private port for the replies to its requests (`CFMessagePortSendRequest`'s
+/// reply mode). It lives in a mode of its own, so that while a request waits the loop
+/// services nothing else: the thread is neither deadlocked nor re-entered by other sources.
+final class ReplyPort {
+    /// The private mode the requester's loop runs in while it waits.
+    static let mode = LoopMode("com.runloopkit.reply")
+
+    let port: LocalPort
+    /// Requests waiting for a reply, and replies that came; owner thread only.
+    private var waiting: Set<UInt64> = []
+    private var arrived: [UInt64: LoopMessage] = [:]
+    private var lastID: UInt64 = 0
+    private var hasIPCAddress = false
+    private static let processSerial = Atomic<Int>(0)
+
+    init() throws(PortError) {
+        port = try LocalPort()
+        port.replyHandler = { [unowned self] id, message in self.received(message, for: id) }
+        ThreadRunLoop.current.add(port, to: ReplyPort.mode)
+    }
+
+    /// A fresh correlation id, now waited for.
+    func begin() -> UInt64 {
+        lastID &+= 1
+        waiting.insert(lastID)
+        return lastID
+    }
+
+    func take(_ id: UInt64) -> LoopMessage? {
+        guard let message = arrived.removeValue(forKey: id) else { return nil }
+        waiting.remove(id)
+        return message
+    }
+
+    /// Stops waiting for `id`: a reply that comes later is dropped and logged.
+    func abandon(_ id: UInt64) {
+        waiting.remove(id)
+        arrived[id] = nil
+    }
+
+    /// The address the target can reply to: inproc for ports of this process, else an ipc
+    /// address (the reply port is then registered under a private name).
+    func replyPort(for target: PortAddress) throws(PortError) -> RemotePort {
+        if target.isInProcess || PortDirectory.shared.inProcessAlias(of: target) != nil {
+            return RemotePort(port.inProcessAddress)
+        }
+        if !hasIPCAddress {
+            let serial = ReplyPort.processSerial.add(1, ordering: .relaxed).newValue
+            try port.register(name: "runloopkit-reply.\(getpid()).\(serial)")
+            hasIPCAddress = true
+        }
+        return port.remote
+    }
+
+    private func received(_ message: LoopMessage, for id: UInt64) {
+        guard waiting.contains(id) else {
+            port.statistics.countDropped()
+            LocalPort.logger.info("late or unknown reply dropped", metadata: ["correlation": "\(id)"])
+            return
+        }
+        arrived[id] = message
+    }
+}
+
+extension RemotePort {
+    /// Sends a request and waits for its reply (`CFMessagePortSendRequest`): the remote
+    /// port's handler's return value. While waiting, the calling thread's run loop runs in
+    /// a private reply mode only.
+    ///
+    /// Throws `sendTimedOut` if the remote does not take the request within `sendTimeout`,
+    /// `receiveTimedOut` if no reply comes within `receiveTimeout` after it was sent
+    /// (a vanished remote shows as one of these), or a transport error.
+    public func sendRequest(_ message: LoopMessage, sendTimeout: Duration = .seconds(5),
+                            receiveTimeout: Duration = .seconds(5)) throws(PortError) -> LoopMessage {
+        let state = ThreadPortState.current
+        let replies: ReplyPort
+        if let existing = state.replyPort {
+            replies = existing
+        } else {
+            replies = try ReplyPort()
+            state.replyPort = replies
+        }
+        var request = message
+        request.replyPort = try replies.replyPort(for: address)
+        let id = replies.begin()
+        do {
+            try state.send(WireCodec.encode(request.wire(kind: .request, correlationID: id)),
+                           to: address, before: .after(sendTimeout))
+        } catch {
+            replies.abandon(id)
+            throw error
+        }
+        let deadline = Deadline.after(receiveTimeout)
+        let loop = ThreadRunLoop.current
+        while true {
+            if let reply = replies.take(id) { return reply }
+            guard Deadline.now() < deadline else {
+                replies.abandon(id)
+                throw .receiveTimedOut(address)
+            }
+            _ = loop.run(mode: ReplyPort.mode, until: deadline, returnAfterSourceHandled: true)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Glibc
+
+/// What ports keep per thread: the PUSH sockets this thread sends with (one per
+/// destination) and its private reply port for request/reply.
+///
+/// A ZeroMQ socket never moves between threads, so each thread sends through sockets of
+/// its own, created on first use and closed (with the context's bounded linger) when the
+/// thread exits. Thread-local: only ever touched by its own thread.
+final class ThreadPortState {
+    private var senders: [PortAddress: ZMQSocket] = [:]
+    /// The private reply port, created by the first request this thread makes.
+    var replyPort: ReplyPort?
+
+    /// The calling thread's state, created on first use.
+    static var current: ThreadPortState {
+        if let pointer = pthread_getspecific(key) {
+            return Unmanaged<ThreadPortState>.fromOpaque(pointer).takeUnretainedValue()
+        }
+        let state = ThreadPortState()
+        pthread_setspecific(key, Unmanaged.passRetained(state).toOpaque())
+        return state
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { pointer in
+            guard let pointer else { return }
+            let state = Unmanaged<ThreadPortState>.fromOpaque(pointer).takeRetainedValue()
+            state.replyPort?.port.invalidate()
+            state.senders.removeAll() // closes this thread's sockets, on this thread
+        }
+        precondition(rc == 0, "pthread_key_create failed: \(rc)")
+        return key
+    }()
+
+    /// Sends a message's frames to `address`, waiting until `deadline` for the peer to
+    /// take it; throws `PortError.sendTimedOut` if it does not, or `remoteInvalid` as soon
+    /// as an in-process port is known to be closed. Nothing is queued for a peer that is
+    /// not there (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
+    func send(_ frames: [[UInt8]], to address: PortAddress, before deadline: Deadline) throws(PortError) {
+        let (socket, target) = try sender(for: address)
+        do {
+            if try socket.send(frames, dontWait: true) { return }
+            while true {
+                if target.isInProcess && !PortDirectory.shared.isOpen(target) {
+                    senders[address] = nil
+                    throw PortError.remoteInvalid(address)
+                }
+                let now = Deadline.now()
+                guard now < deadline else { throw PortError.sendTimedOut(address) }
+                _ = try socket.poll(for: .pollOut, timeout: min(deadline - now, ThreadPortState.livenessCheckInterval))
+                if try socket.send(frames, dontWait: true) { return }
+            }
+        } catch let error as ZMQError {
+            throw .transport(error)
+        } catch let error as PortError {
+            throw error
+        } catch {
+            preconditionFailure("unexpected error \(error)")
+        }
+    }
+
+    /// How often a blocked send to an in-process port checks that the port is still open.
+    static let livenessCheckInterval = Duration.milliseconds(100)
+
+    /// Messages queued per destination before sends wait (`ZMQ_SNDHWM`); together with the
+    /// receiving port's `receiveHighWaterMark` this bounds what one sender has in flight.
+    static let sendHighWaterMark: Int32 = 10_000
+
+    private func sender(for address: PortAddress) throws(PortError) -> (ZMQSocket, PortAddress) {
+        // Within this process, reach a named or tcp-bound port over inproc.
+        let target = PortDirectory.shared.inProcessAlias(of: address) ?? address
+        if let socket = senders[address] { return (socket, target) }
+        let socket: ZMQSocket
+        do {
+            socket = try ZMQSocket(type: .push)
+            try socket.setOption(.immediate, true)
+            try socket.setOption(.sendHighWaterMark, ThreadPortState.sendHighWaterMark)
+            if !target.isInProcess { try socket.connect(target.rawValue) }
+        } catch {
+            throw .transport(error)
+        }
+        if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
+        senders[address] = socket
+        return (socket, target)
+    }
+}

@@ -1,0 +1,216 @@
+import CZeroMQ
+import Dispatch
+import Foundation
+@testable import RunLoopKit
+import XCTest
+
+final class LocalPortTests: XCTestCase {
+    private var loop: ThreadRunLoop { ThreadRunLoop.current }
+
+    /// Runs the current loop in `mode` until `condition` holds; false if 20 s pass first.
+    private func runLoop(in mode: LoopMode = .default, until condition: () -> Bool) -> Bool {
+        let limit = Deadline.after(.seconds(20))
+        while !condition() {
+            guard Deadline.now() < limit else { return false }
+            _ = loop.run(mode: mode, until: limit, returnAfterSourceHandled: true)
+        }
+        return true
+    }
+
+    func testAMessageFromAnotherThreadReachesTheHandlerOnTheOwnerThread() throws {
+        var received: [LoopMessage] = []
+        var onOwnerThread = false
+        let port = try LocalPort { message in
+            received.append(message)
+            onOwnerThread = ThreadRunLoop.current === self.loop
+            return nil
+        }
+        loop.add(port, to: .default)
+        TestThread {
+            do { try port.send(LoopMessage(id: 7, text: "hello")) } catch { XCTFail("\(error)") }
+        }.join()
+        XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(received.map(\.id), [7])
+        XCTAssertEqual(received.first?.text, "hello")
+        XCTAssertTrue(onOwnerThread)
+        XCTAssertEqual(port.statistics.messagesReceived, 1)
+        port.invalidate()
+    }
+
+    func testABurstQueuedBeforeTheLoopRunsIsDeliveredInFull() throws {
+        var count = 0
+        let port = try LocalPort { _ in count += 1; return nil }
+        let burst = 10_000
+        TestThread {
+            for index in 0..<burst {
+                do { try port.send(LoopMessage(id: Int32(index)), timeout: .zero) } catch { return XCTFail("\(error)") }
+            }
+        }.join()
+        loop.add(port, to: .default) // the edge already passed before the port joined the poll set
+        XCTAssertTrue(runLoop { count == burst }, "delivered \(count) of \(burst)")
+        port.invalidate()
+    }
+
+    func testMessagesArrivingDuringAHandlerAreDeliveredWithoutAnotherWakeUp() throws {
+        var count = 0
+        let sentDuringHandler = DispatchSemaphore(value: 0)
+        let go = DispatchSemaphore(value: 0)
+        let portBox = LockedValue<LocalPort?>(nil)
+        let port = try LocalPort { _ in
+            count += 1
+            if count == 1 {
+                go.signal()
+                sentDuringHandler.wait() // the other 99 are queued while this handler runs
+            }
+            return nil
+        }
+        portBox.withLock { $0 = port }
+        loop.add(port, to: .default)
+        let sender = TestThread {
+            let port = portBox.withLock { $0 }!
+            try? port.send(LoopMessage(id: 0))
+            go.wait()
+            for index in 1..<100 { try? port.send(LoopMessage(id: Int32(index))) }
+            sentDuringHandler.signal()
+        }
+        XCTAssertTrue(runLoop { count == 100 }, "delivered \(count) of 100")
+        sender.join()
+        port.invalidate()
+    }
+
+    func testAMillionMessagesFromFourThreadsAreAllDeliveredInEachSendersOrder() throws {
+        let perSender = (ProcessInfo.processInfo.environment["RUNLOOPKIT_STRESS_MESSAGES"].flatMap(Int.init) ?? 1_000_000) / 4
+        var next = [Int](repeating: 0, count: 4)
+        var outOfOrder = 0
+        var total = 0
+        let port = try LocalPort { message in
+            let sender = Int(message.id)
+            let sequence = message.data.first.map { $0.withUnsafeBytes { Int($0.loadUnaligned(as: UInt32.self)) } } ?? -1
+            if sequence != next[sender] { outOfOrder += 1 }
+            next[sender] = sequence + 1
+            total += 1
+            return nil
+        }
+        loop.add(port, to: .default)
+        let senders = (0..<4).map { sender in
+            TestThread {
+                for sequence in 0..<perSender {
+                    let bytes = withUnsafeBytes(of: UInt32(sequence)) { Array($0) }
+                    do {
+                        try port.send(LoopMessage(id: Int32(sender), components: [.data(bytes)]), timeout: .seconds(60))
+                    } catch {
+                        XCTFail("send failed: \(error)")
+                        return
+                    }
+                }
+            }
+        }
+        XCTAssertTrue(runLoop { total == 4 * perSender }, "delivered \(total) of \(4 * perSender)")
+        for sender in senders { sender.join() }
+        XCTAssertEqual(outOfOrder, 0)
+        XCTAssertEqual(next, [perSender, perSender, perSender, perSender])
+        port.invalidate()
+    }
+
+    func testAPortSentInAMessageArrivesAsAPortTheReceiverCanSendTo() throws {
+        var workerPort: RemotePort?
+        var answers: [String] = []
+        let mainPort = try LocalPort { message in
+            if message.id == 100 { workerPort = message.ports.first }
+            if message.id == 2 { answers.append(message.text ?? "?") }
+            return nil
+        }
+        loop.add(mainPort, to: .default)
+        let worker = LoopThread { loop in
+            let port = try! LocalPort { message in
+                try? mainPort.send(LoopMessage(id: 2, text: "echo \(message.text ?? "")"))
+                return nil
+            }
+            loop.add(port, to: .default)
+            try! mainPort.send(LoopMessage(id: 100, components: [.port(port.remote)]))
+        }
+        XCTAssertTrue(runLoop { workerPort != nil })
+        try workerPort!.send(LoopMessage(id: 1, text: "job"))
+        XCTAssertTrue(runLoop { !answers.isEmpty })
+        XCTAssertEqual(answers, ["echo job"])
+        worker.stop()
+        mainPort.invalidate()
+    }
+
+    func testAPortOnlyDeliversInItsModes() throws {
+        var count = 0
+        let port = try LocalPort { _ in count += 1; return nil }
+        loop.add(port, to: "port-mode")
+        let keepAlive = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(keepAlive, to: .default)
+        try port.send(LoopMessage(id: 1))
+        XCTAssertEqual(loop.run(mode: .default, timeout: .milliseconds(30), returnAfterSourceHandled: true), .timedOut)
+        XCTAssertEqual(count, 0, "held while the loop runs another mode")
+        XCTAssertEqual(loop.run(mode: "port-mode", timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(count, 1)
+        keepAlive.invalidate()
+        port.invalidate()
+    }
+
+    func testInvalidatingAPortRemovesItFromItsLoopAndSendersTimeOut() throws {
+        let port = try LocalPort { _ in nil }
+        loop.add(port, to: .default)
+        loop.add(port, to: "other")
+        let cachedSender = TestThread { try? port.remote.send(LoopMessage(id: 0)) } // connects while open
+        cachedSender.join()
+        port.invalidate()
+        XCTAssertFalse(loop.contains(port, in: .default))
+        XCTAssertFalse(loop.contains(port, in: "other"))
+        XCTAssertThrowsError(try port.send(LoopMessage(id: 1))) { XCTAssertEqual($0 as? PortError, .invalidated) }
+        XCTAssertThrowsError(try RemotePort(port.inProcessAddress).send(LoopMessage(id: 1), timeout: .seconds(10))) {
+            XCTAssertEqual($0 as? PortError, .remoteInvalid(port.inProcessAddress), "known closed: no wait, no silent queueing")
+        }
+        let failure = LockedValue<PortError?>(nil)
+        TestThread { // this thread's socket was connected before the port closed
+            do { try port.remote.send(LoopMessage(id: 1), timeout: .seconds(10)) } catch { failure.withLock { $0 = error as? PortError } }
+        }.join()
+        XCTAssertEqual(failure.withLock { $0 }, .remoteInvalid(port.inProcessAddress))
+    }
+
+    func testInvalidatingFromAnotherThreadClosesThePortOnItsOwnThread() throws {
+        let port = try LocalPort { _ in nil }
+        loop.add(port, to: .default)
+        let keepAlive = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(keepAlive, to: .default)
+        TestThread { port.invalidate() }.join()
+        XCTAssertTrue(loop.contains(port, in: .default), "closing waits for the owner thread")
+        _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: false)
+        XCTAssertFalse(loop.contains(port, in: .default))
+        keepAlive.invalidate()
+    }
+
+    func testMalformedFramesFromARawSocketAreDroppedAndCountedAndTheLoopGoesOn() throws {
+        var delivered: [Int32] = []
+        let port = try LocalPort { message in delivered.append(message.id); return nil }
+        loop.add(port, to: .default)
+        let raw = try ZMQSocket(type: .push)
+        try raw.connect(port.inProcessAddress.rawValue)
+        let valid = WireCodec.encode(LoopMessage(id: 42).wire(kind: .message))
+        var badVersion = valid
+        badVersion[0][3] = 99
+        var truncated = valid
+        truncated[0] = Array(truncated[0].prefix(5))
+        let malformed: [[[UInt8]]] = [
+            [[1, 2, 3]],                                   // not a header
+            truncated,                                     // truncated header
+            badVersion,                                    // unknown version
+            [valid[0]],                                    // wrong frame count
+            valid + [[0]],                                 // extra frame
+            WireCodec.encode(WireMessage(kind: .message, messageID: 1, correlationID: 0, replyAddress: nil,
+                                         components: [.port(address: "inproc://x")])).enumerated().map { index, frame in
+                index == 2 ? Array("file:///etc/passwd".utf8) : frame
+            },                                             // a port that is no endpoint
+        ]
+        for frames in malformed { XCTAssertTrue(try raw.send(frames, dontWait: false)) }
+        XCTAssertTrue(try raw.send(valid, dontWait: false))
+        XCTAssertTrue(runLoop { delivered == [42] })
+        XCTAssertEqual(port.statistics.messagesDropped, malformed.count)
+        XCTAssertEqual(port.statistics.messagesReceived, 1)
+        port.invalidate()
+    }
+}
