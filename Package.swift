@@ -2,7 +2,10 @@
 import PackageDescription
 
 /// One executable target per example, each in `Examples/<name>/`.
-let examples = ["observer", "custom-source", "timers", "skeleton-thread"]
+let examples = [
+    "observer", "custom-source", "timers", "skeleton-thread",
+    "checkin", "message-port-checkin", "multiprocess-checkin",
+]
 
 let package = Package(
     name: "RunLoopKit",

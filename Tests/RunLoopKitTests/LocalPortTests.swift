@@ -172,6 +172,26 @@ final class LocalPortTests: XCTestCase {
         XCTAssertEqual(failure.withLock { $0 }, .remoteInvalid(port.inProcessAddress))
     }
 
+    func testAHandlerMayInvalidateItsOwnPortAndAddAnother() throws {
+        var replacement: LocalPort?
+        var got: [Int32] = []
+        var port: LocalPort!
+        port = try LocalPort { [loop] message in
+            got.append(message.id)
+            port.invalidate()
+            replacement = try? LocalPort { message in got.append(message.id); return nil }
+            loop.add(replacement!, to: .default)
+            return nil
+        }
+        loop.add(port, to: .default)
+        try port.send(LoopMessage(id: 1))
+        XCTAssertTrue(runLoop { replacement != nil })
+        XCTAssertFalse(loop.contains(port, in: .default))
+        try replacement!.send(LoopMessage(id: 2))
+        XCTAssertTrue(runLoop { got == [1, 2] })
+        replacement!.invalidate()
+    }
+
     func testInvalidatingFromAnotherThreadClosesThePortOnItsOwnThread() throws {
         let port = try LocalPort { _ in nil }
         loop.add(port, to: .default)

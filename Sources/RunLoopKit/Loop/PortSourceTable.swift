@@ -64,13 +64,18 @@ struct PortSourceTable {
         return nil
     }
 
-    /// Delivers one message of `port`, then requeues it at the back if more wait.
-    mutating func handle(_ port: any PortSourceDriver) -> Bool {
-        guard let token = tokens[ObjectIdentifier(port)] else { return false }
+    /// Takes `port` off the ready queue before one of its messages is delivered.
+    /// (Delivery runs user code, which may add or remove ports, so it happens outside
+    /// any mutation of the table: see `ThreadRunLoop.deliverOneMessage(from:)`.)
+    mutating func willDeliver(from port: any PortSourceDriver) {
+        guard let token = tokens[ObjectIdentifier(port)] else { return }
         ready.removeAll { $0 == token }
-        let handled = port.handleOneMessage()
-        markIfPending(token) // the handler may have removed the port; then this is a no-op
-        return handled
+    }
+
+    /// Requeues `port` at the back if more messages wait (unless it was removed meanwhile).
+    mutating func didDeliver(from port: any PortSourceDriver) {
+        guard let token = tokens[ObjectIdentifier(port)] else { return }
+        markIfPending(token)
     }
 
     /// Every registered port, for teardown.

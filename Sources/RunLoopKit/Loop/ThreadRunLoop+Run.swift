@@ -57,7 +57,7 @@ extension ThreadRunLoop {
                 readyPort = ports.nextReady(in: items)
             }
             fireDueTimers(in: items) //                                         step 9
-            if let readyPort, ports.handle(readyPort) { handledSource = true } // step 9
+            if let readyPort, deliverOneMessage(from: readyPort) { handledSource = true } // step 9
             if let result = passResult(items, deadline, handledSource, returnAfterSourceHandled) {
                 return result
             }
@@ -86,6 +86,15 @@ extension ThreadRunLoop {
         }
         runControlActions() // finish invalidations made from other threads while asleep
         if !pollOnly { notifyObservers(of: .afterWaiting, in: items) } //       step 8
+    }
+
+    /// Step 9 for ports: delivers one message of a ready port, then requeues the port at the
+    /// back of the ready queue if more wait (`ZMQ_EVENTS` is checked after every receive).
+    private func deliverOneMessage(from port: any PortSourceDriver) -> Bool {
+        ports.willDeliver(from: port)
+        let handled = port.handleOneMessage()
+        ports.didDeliver(from: port)
+        return handled
     }
 
     /// Step 9 for timers: fires each due timer once, earliest first.

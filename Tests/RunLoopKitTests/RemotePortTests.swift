@@ -1,0 +1,106 @@
+import Dispatch
+import Foundation
+@testable import RunLoopKit
+import XCTest
+
+/// Sending and request/reply through remote ports.
+final class RemotePortTests: XCTestCase {
+    func testARequestGetsTheRemoteHandlersReturnValueAsItsReply() throws {
+        let server = LoopThread { loop in
+            let port = try! LocalPort(name: "echo-\(getpid())") { request in
+                LoopMessage(id: request.id + 1, text: "echo: \(request.text ?? "")")
+            }
+            loop.add(port, to: .default)
+        }
+        let remote = try RemotePort(named: "echo-\(getpid())")
+        for index in 0..<20 {
+            let reply = try remote.sendRequest(LoopMessage(id: Int32(index), text: "r\(index)"),
+                                               sendTimeout: .seconds(10), receiveTimeout: .seconds(10))
+            XCTAssertEqual(reply.id, Int32(index + 1))
+            XCTAssertEqual(reply.text, "echo: r\(index)")
+        }
+        server.stop()
+    }
+
+    func testWhileARequestWaitsTheCallerServicesOnlyThePrivateReplyMode() throws {
+        var defaultModeWork = 0
+        let caller = ThreadRunLoop.current
+        let source = InputSource { defaultModeWork += 1 }
+        caller.add(source, to: .default)
+        let seenModes = LockedValue<[LoopMode]>([])
+        let server = LoopThread { loop in
+            let port = try! LocalPort(name: "private-mode-\(getpid())") { request in
+                source.signal() // would run at once if the caller serviced its default mode
+                caller.wakeUp()
+                return LoopMessage(id: 0)
+            }
+            loop.add(port, to: .default)
+        }
+        let observer = LoopObserver(activities: .entry) { _, _ in seenModes.withLock { $0.append(caller.currentMode!) } }
+        caller.add(observer, to: .default)
+        caller.add(observer, to: ReplyPort.mode)
+        _ = try RemotePort(named: "private-mode-\(getpid())").sendRequest(LoopMessage(id: 1))
+        XCTAssertEqual(defaultModeWork, 0, "the default mode's source waited")
+        XCTAssertEqual(seenModes.withLock { $0 }.filter { $0 == .default }, [])
+        XCTAssertTrue(seenModes.withLock { $0 }.contains(ReplyPort.mode))
+        XCTAssertTrue(caller.run(mode: .default, before: .after(.seconds(10))))
+        XCTAssertEqual(defaultModeWork, 1)
+        source.invalidate()
+        observer.invalidate()
+        server.stop()
+    }
+
+    func testARequestToAPortWhoseLoopIsNotRunningTimesOutOnReceive() throws {
+        let blocked = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let portBox = LockedValue<LocalPort?>(nil)
+        let server = TestThread {
+            let port = try! LocalPort { _ in LoopMessage(id: 0) }
+            ThreadRunLoop.current.add(port, to: .default)
+            portBox.withLock { $0 = port }
+            blocked.signal()
+            release.wait() // takes the request into its queue but never runs its loop meanwhile
+            port.invalidate()
+        }
+        blocked.wait()
+        let remote = portBox.withLock { $0 }!.remote
+        XCTAssertThrowsError(try remote.sendRequest(LoopMessage(id: 1), sendTimeout: .seconds(10),
+                                                    receiveTimeout: .milliseconds(100))) {
+            XCTAssertEqual($0 as? PortError, .receiveTimedOut(remote.address))
+        }
+        release.signal()
+        server.join()
+    }
+
+    func testARequestToAVanishedPortFailsAsInvalidAndToANameNobodyHoldsAsNotFound() throws {
+        let port = try LocalPort { _ in nil }
+        let remote = port.remote
+        port.invalidate()
+        XCTAssertThrowsError(try remote.sendRequest(LoopMessage(id: 1), sendTimeout: .seconds(10), receiveTimeout: .seconds(10))) {
+            XCTAssertEqual($0 as? PortError, .remoteInvalid(remote.address))
+        }
+        XCTAssertThrowsError(try RemotePort(named: "nobody-holds-this-\(getpid())")) {
+            XCTAssertEqual($0 as? PortError, .nameNotFound("nobody-holds-this-\(getpid())"))
+        }
+    }
+
+    func testASendToAPeerThatDoesNotReceiveTimesOutOnceItsQueueIsFull() throws {
+        let port = try LocalPort(receiveHighWaterMark: 1) { _ in nil } // never serviced: no loop runs it
+        let failure = LockedValue<PortError?>(nil)
+        let sent = LockedValue(0)
+        TestThread {
+            do {
+                while true {
+                    try port.remote.send(LoopMessage(id: 1), timeout: .milliseconds(50))
+                    sent.withLock { $0 += 1 }
+                }
+            } catch {
+                failure.withLock { $0 = error as? PortError }
+            }
+        }.join()
+        XCTAssertEqual(failure.withLock { $0 }, .sendTimedOut(port.remote.address))
+        XCTAssertGreaterThan(sent.withLock { $0 }, 0)
+        XCTAssertLessThanOrEqual(sent.withLock { $0 }, Int(ThreadPortState.sendHighWaterMark) + 2, "memory stays bounded")
+        port.invalidate()
+    }
+}
