@@ -46,4 +46,49 @@ final class ReadmeTourTests: XCTestCase {
         source.invalidate()
         XCTAssertEqual(log.all.last, "cancelled in default")
     }
+
+    func testTheReadmePortsTourCompilesAndBehavesAsDescribed() throws {
+        let loop = ThreadRunLoop.current
+
+        // On the main thread: a port whose handler gets each worker's check-in.
+        var workers: [RemotePort] = []
+        let mainPort = try LocalPort { message in
+            if message.id == 100, let workerPort = message.replyPort { workers.append(workerPort) }
+            return nil                                // for a request, the reply
+        }
+        loop.add(mainPort, to: .default)
+
+        let worker = LoopThread { _ in
+            do {
+                // On a worker thread, given `mainPort`: a port of its own, and the check-in.
+                let workerPort = try LocalPort { job in LoopMessage(id: 2, text: "done: \(job.text ?? "")") }
+                ThreadRunLoop.current.add(workerPort, to: .default)
+                try mainPort.send(LoopMessage(id: 100, replyPort: workerPort.remote), timeout: .seconds(5))
+            } catch {
+                XCTFail("\(error)")
+            }
+        }
+        let limit = Deadline.after(.seconds(20))
+        while workers.isEmpty && Deadline.now() < limit { loop.run(mode: .default, before: limit) }
+        XCTAssertEqual(workers.count, 1)
+        let done = try workers[0].sendRequest(LoopMessage(id: 1, text: "job"))
+        XCTAssertEqual(done.text, "done: job")
+
+        // Named ports are found by name, in this process (inproc) or another (ipc):
+        let named = try LocalPort(name: "com.example.server") { request in LoopMessage(id: 1, text: "pong") }
+        loop.add(named, to: .default)
+        let answered = SharedValue<LoopMessage?>(nil)
+        let requester = TestThread {
+            let reply = try? RemotePort(named: "com.example.server")
+                .sendRequest(LoopMessage(id: 1, text: "ping"), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
+            answered.withLock { $0 = reply }
+            loop.perform {} // wakes the serving loop so that it sees the answer
+        }
+        while answered.withLock({ $0 }) == nil && Deadline.now() < limit { loop.run(mode: .default, before: limit) }
+        requester.join()
+        XCTAssertEqual(answered.withLock { $0 }?.text, "pong")
+        named.invalidate()
+        mainPort.invalidate()
+        worker.stop()
+    }
 }

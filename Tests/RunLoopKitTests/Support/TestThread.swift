@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Glibc
 @testable import RunLoopKit
 import XCTest
@@ -81,4 +82,16 @@ final class EventLog: @unchecked Sendable {
     private let events = LockedValue<[String]>([])
     func append(_ event: String) { events.withLock { $0.append(event) } }
     var all: [String] { events.withLock { $0 } }
+}
+
+/// A value shared between threads, for tests that import only RunLoopKit's public API.
+final class SharedValue<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value // protected by lock
+    init(_ value: Value) { self.value = value }
+    func withLock<T>(_ body: (inout Value) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
 }
