@@ -93,15 +93,19 @@ final class LoopTimerTests: XCTestCase {
     }
 
     func testATimerInCommonModesFiresInEveryCommonMode() {
-        var modes: [LoopMode?] = []
-        let timer = LoopTimer(after: .zero, repeating: .milliseconds(1)) { [loop] _ in modes.append(loop.currentMode) }
-        loop.addCommonMode("common-timer-mode")
-        loop.add(timer, to: .common)
-        _ = loop.run(mode: .default, timeout: .milliseconds(5), returnAfterSourceHandled: false)
-        _ = loop.run(mode: "common-timer-mode", timeout: .milliseconds(5), returnAfterSourceHandled: false)
-        XCTAssertTrue(modes.contains(.default))
-        XCTAssertTrue(modes.contains("common-timer-mode"))
-        timer.invalidate()
+        // On a thread of its own: a fresh loop whose common modes no other test touches.
+        TestThread {
+            let loop = ThreadRunLoop.current
+            var modes: [LoopMode?] = []
+            let timer = LoopTimer(after: .zero, repeating: .milliseconds(1)) { [loop] _ in modes.append(loop.currentMode) }
+            loop.addCommonMode("common-timer-mode")
+            loop.add(timer, to: .common)
+            _ = loop.run(mode: .default, timeout: .milliseconds(5), returnAfterSourceHandled: false)
+            _ = loop.run(mode: "common-timer-mode", timeout: .milliseconds(5), returnAfterSourceHandled: false)
+            XCTAssertTrue(modes.contains(.default))
+            XCTAssertTrue(modes.contains("common-timer-mode"))
+            timer.invalidate()
+        }.join()
     }
 
     func testInvalidatingTheLastTimerFromAnotherThreadEndsTheRun() {

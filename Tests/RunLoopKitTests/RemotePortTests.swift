@@ -16,7 +16,7 @@ final class RemotePortTests: XCTestCase {
         for index in 0..<20 {
             let reply = try remote.sendRequest(LoopMessage(id: Int32(index), text: "r\(index)"),
                                                sendTimeout: .seconds(10), receiveTimeout: .seconds(10))
-            XCTAssertEqual(reply.id, Int32(index + 1))
+            XCTAssertEqual(reply.id, Int32(index), "a reply carries its request's id")
             XCTAssertEqual(reply.text, "echo: r\(index)")
         }
         server.stop()

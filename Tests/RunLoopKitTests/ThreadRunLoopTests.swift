@@ -189,23 +189,26 @@ final class ThreadRunLoopTests: XCTestCase {
     }
 
     func testCommonItemsJoinEveryCommonModeIncludingOnesAddedLater() {
-        let loop = ThreadRunLoop.current
-        var performed: [LoopMode?] = []
-        let source = InputSource { performed.append(loop.currentMode) }
-        loop.add(source, to: .common)
-        XCTAssertTrue(loop.contains(source, in: .default))
-        XCTAssertFalse(loop.contains(source, in: "tracking"))
-        loop.addCommonMode("tracking")
-        XCTAssertTrue(loop.contains(source, in: "tracking"))
-        XCTAssertTrue(loop.commonModes.isSuperset(of: [.default, "tracking"]))
-        source.signal()
-        XCTAssertTrue(loop.run(mode: "tracking", before: .after(.seconds(10))))
-        source.signal()
-        XCTAssertTrue(loop.run(mode: .default, before: .after(.seconds(10))))
-        XCTAssertEqual(performed, ["tracking", .default])
-        loop.remove(source, from: .common)
-        XCTAssertFalse(loop.contains(source, in: "tracking"))
-        XCTAssertFalse(loop.contains(source, in: .default))
+        // On a thread of its own: a fresh loop whose common modes no other test touches.
+        TestThread {
+            let loop = ThreadRunLoop.current
+            var performed: [LoopMode?] = []
+            let source = InputSource { performed.append(loop.currentMode) }
+            loop.add(source, to: .common)
+            XCTAssertTrue(loop.contains(source, in: .default))
+            XCTAssertFalse(loop.contains(source, in: "tracking"))
+            loop.addCommonMode("tracking")
+            XCTAssertTrue(loop.contains(source, in: "tracking"))
+            XCTAssertTrue(loop.commonModes.isSuperset(of: [.default, "tracking"]))
+            source.signal()
+            XCTAssertTrue(loop.run(mode: "tracking", before: .after(.seconds(10))))
+            source.signal()
+            XCTAssertTrue(loop.run(mode: .default, before: .after(.seconds(10))))
+            XCTAssertEqual(performed, ["tracking", .default])
+            loop.remove(source, from: .common)
+            XCTAssertFalse(loop.contains(source, in: "tracking"))
+            XCTAssertFalse(loop.contains(source, in: .default))
+        }.join()
     }
 
     func testNestedRunsCanUseTheOuterRunsMode() {

@@ -75,6 +75,28 @@ final class ZMQSocketTests: XCTestCase {
         assertThrowsZMQError(.again, call: "zmq_msg_recv") { _ = try pull.receive(dontWait: false) }
     }
 
+    func testNonBlockingSendsAndReceivesSeeWhatThePeerJustDid() throws {
+        // libzmq's non-blocking calls look at peers' progress only every millisecond or so;
+        // without the ZMQ_EVENTS check, some of these sends see a full queue and some of
+        // these receives see none.
+        // Small high-water marks make the sender depend on fresh news of the receiver's reads.
+        let endpoint = uniqueInprocEndpoint()
+        let pull = try ZMQSocket(type: .pull)
+        try pull.setOption(.receiveHighWaterMark, 1)
+        try pull.bind(endpoint)
+        let push = try ZMQSocket(type: .push)
+        try push.setOption(.sendHighWaterMark, 1)
+        try push.connect(endpoint)
+        for index in 0..<2000 {
+            let frames: [[UInt8]] = [[UInt8(truncatingIfNeeded: index)], [1, 2, 3]]
+            let sent = try push.send(frames, dontWait: true)
+            let received = try pull.receive(dontWait: true)
+            guard sent, received == frames else {
+                return XCTFail("message \(index): sent \(sent), received \(String(describing: received))")
+            }
+        }
+    }
+
     func testSendWithDontWaitReturnsFalseWhenThereIsNoPeer() throws {
         let push = try ZMQSocket(type: .push)
         XCTAssertFalse(try push.send([[1], [2]], dontWait: true))

@@ -40,7 +40,9 @@ extension LocalPort: PortSourceDriver {
             _ = handler(message)
         case .request:
             guard let handler else { return drop(reason: "no handler for request \(message.id)") }
-            let reply = handler(message) ?? LoopMessage(id: message.id)
+            // The reply carries the request's id whatever the handler put in it (wire format).
+            var reply = handler(message) ?? LoopMessage(id: message.id)
+            reply.id = message.id
             sendReply(reply, to: message.replyPort, correlationID: wire.correlationID)
         case .reply:
             if let replyHandler {

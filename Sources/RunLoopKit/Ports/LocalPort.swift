@@ -14,8 +14,9 @@ import Synchronization
 /// Thread safety: `send`, `remote`, `invalidate()`, `isValid` and `statistics` from any
 /// thread; `handler`, `register(name:)`, `bind(tcp:)` and adding to a loop on the owner thread.
 public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
-    /// Handles a message on the owner thread. For a request, the returned message is the
-    /// reply (an empty one with the request's id if nil); for other messages it is ignored.
+    /// Handles a message on the owner thread. For a request, the returned message's
+    /// components are the reply, sent with the request's id (an empty reply if nil); for
+    /// other messages the return value is ignored.
     public typealias Handler = (LoopMessage) -> LoopMessage?
 
     /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.

@@ -1,5 +1,4 @@
 import CZeroMQ
-import Glibc
 
 /// A ZeroMQ socket, wrapping `zmq_socket` and `zmq_close`, with endpoints, multipart
 /// send and receive, and polling. Options are in `ZMQSocket+Options.swift`.
@@ -139,8 +138,8 @@ final class ZMQSocket {
         if try zmqNonBlockingCall("zmq_send", { zmq_send(handle, bytes.baseAddress, bytes.count, flags) }) != nil {
             return true
         }
-        return try isReady(for: .pollOut)
-            && zmqNonBlockingCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) } != nil
+        guard try isReady(for: .pollOut) else { return false }
+        return try zmqNonBlockingCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) } != nil
     }
 
     /// `zmq_send` of one frame; for `zmqCall`'s body.
@@ -205,7 +204,8 @@ final class ZMQSocket {
     /// mailbox, and non-blocking calls skip the mailbox if they looked at it in the last
     /// few million CPU cycles (about a millisecond). So right after a peer's send, a
     /// non-blocking receive can miss the message, and a send can see a queue full that
-    /// the peer has drained. Reading `ZMQ_EVENTS` always processes the mailbox.
+    /// the peer has drained. Reading `ZMQ_EVENTS` always processes the mailbox, at the
+    /// cost of a `poll(2)` and a `getpid(2)`, so it is asked only on this slow path.
     @inline(__always)
     private func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
         try events.contains(event)

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""A RunLoopKit peer written in Python with pyzmq, from docs/wire-format.md alone.
+
+It plays the worker of the guide's check-in (Listings 3-16 to 3-19) against a named
+RunLoopKit port, then makes a request of it:
+
+1. binds its own port, a PULL socket at ipc://DIR/<worker-name>.sock;
+2. checks in: sends message 100 to ipc://DIR/<main-name>.sock, with one port component
+   (its own address) and its own address as the reply address;
+3. waits for the job (message 1, one data component) and answers with message 2, the
+   job's bytes upper-cased;
+4. sends a request (message 7, correlation id 0x1234, data b"ping") and checks the
+   reply (kind 2, same correlation id, the request's message id, data b"pong:ping");
+5. sends message 3, b"done", prints a one-line summary and exits 0.
+
+Any protocol violation or timeout: a message on stderr and exit status 1. Every wait
+and every send is bounded, so the peer never hangs.
+
+Usage: pyzmq_peer.py --runtime-dir DIR --main-name NAME --worker-name NAME
+"""
+
+import argparse
+import os
+import struct
+import sys
+from typing import NamedTuple
+
+import zmq
+
+# --- The wire format, version 1 (docs/wire-format.md) -----------------------------
+
+MAGIC = b"RLK"
+VERSION = 1
+KIND_MESSAGE, KIND_REQUEST, KIND_REPLY = 0, 1, 2
+DATA, PORT = 0, 1
+
+# magic, version, kind, flags, component count, message id, correlation id; all
+# little-endian, 20 bytes, then one component-kind byte per component.
+HEADER = struct.Struct("<3sBBBHiQ")
+assert HEADER.size == 20
+
+
+class ProtocolError(Exception):
+    """The Swift side sent something the wire format does not allow, or nothing."""
+
+
+class Message(NamedTuple):
+    kind: int
+    msgid: int
+    correlation: int
+    reply_address: bytes  # b"" for none
+    components: list  # (DATA or PORT, bytes)
+
+
+def encode(kind, msgid, components, reply_address=b"", correlation=0):
+    """The frames of a message: header, reply address, then the components' bytes."""
+    kinds = bytes(component_kind for component_kind, _ in components)
+    header = HEADER.pack(MAGIC, VERSION, kind, 0, len(components), msgid, correlation) + kinds
+    return [header, reply_address] + [value for _, value in components]
+
+
+def decode(frames):
+    """Checks every rule of the format a receiver must check, and returns the Message."""
+    if len(frames) < 2:
+        raise ProtocolError(f"{len(frames)} frame(s); a message has at least 2")
+    header = frames[0]
+    if len(header) < HEADER.size:
+        raise ProtocolError(f"header of {len(header)} bytes; at least {HEADER.size} expected")
+    magic, version, kind, flags, count, msgid, correlation = HEADER.unpack_from(header)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad magic {magic!r}")
+    if version != VERSION:
+        raise ProtocolError(f"unknown version {version}")
+    if flags != 0:
+        raise ProtocolError(f"nonzero flags {flags:#x}")
+    if kind not in (KIND_MESSAGE, KIND_REQUEST, KIND_REPLY):
+        raise ProtocolError(f"unknown kind {kind}")
+    if len(header) != HEADER.size + count:
+        raise ProtocolError(f"header of {len(header)} bytes for {count} component(s)")
+    if len(frames) != 2 + count:
+        raise ProtocolError(f"{len(frames)} frames for {count} component(s)")
+    components = []
+    for component_kind, value in zip(header[HEADER.size:], frames[2:]):
+        if component_kind == PORT:
+            check_address(value)
+        elif component_kind != DATA:
+            raise ProtocolError(f"unknown component kind {component_kind}")
+        components.append((component_kind, value))
+    if frames[1]:
+        check_address(frames[1])
+    return Message(kind, msgid, correlation, frames[1], components)
+
+
+def check_address(address):
+    try:
+        text = address.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"address {address!r} is not UTF-8") from None
+    if not 1 <= len(address) <= 1024 or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ProtocolError(f"invalid address {address!r}")
+    if not any(text.startswith(scheme) and len(text) > len(scheme)
+               for scheme in ("inproc://", "ipc://", "tcp://")):
+        raise ProtocolError(f"address {address!r} has no inproc/ipc/tcp endpoint")
+
+
+# --- The peer ---------------------------------------------------------------------
+
+TIMEOUT_MS = 20_000
+CORRELATION = 0x1234
+EXPECTED_REPLY = b"pong:ping"
+
+
+def receive(pull, what):
+    """The next message on our port, within TIMEOUT_MS."""
+    if not pull.poll(TIMEOUT_MS, zmq.POLLIN):
+        raise ProtocolError(f"timed out after {TIMEOUT_MS} ms waiting for {what}")
+    return decode(pull.recv_multipart(zmq.NOBLOCK))
+
+
+def expect(condition, problem):
+    if not condition:
+        raise ProtocolError(problem)
+
+
+def run(own_path, main_path, ctx):
+    own_address = f"ipc://{own_path}".encode()
+    main_address = f"ipc://{main_path}"
+
+    # 1. Our port: a bound PULL socket.
+    pull = ctx.socket(zmq.PULL)
+    pull.linger = 0
+    pull.bind(own_address.decode())
+
+    # Sending to the Swift port: a PUSH socket connected to its address. Sends give up
+    # after TIMEOUT_MS; on an error, what is still queued is dropped at once (linger 0).
+    push = ctx.socket(zmq.PUSH)
+    push.linger = 0
+    push.sndtimeo = TIMEOUT_MS
+    push.connect(main_address)
+
+    # 2. The check-in: our port as a port component, and as the reply address.
+    push.send_multipart(encode(KIND_MESSAGE, 100, [(PORT, own_address)], reply_address=own_address))
+
+    # 3. The job, and our answer.
+    job = receive(pull, "the job (message 1)")
+    expect(job.kind == KIND_MESSAGE, f"job has kind {job.kind}, not {KIND_MESSAGE}")
+    expect(job.msgid == 1, f"job has message id {job.msgid}, not 1")
+    expect(job.correlation == 0, f"plain message with correlation id {job.correlation}")
+    expect([kind for kind, _ in job.components] == [DATA], "job must have exactly one data component")
+    job_data = job.components[0][1]
+    push.send_multipart(encode(KIND_MESSAGE, 2, [(DATA, job_data.upper())]))
+
+    # 4. A request, with our port as the reply address; the reply comes back to it.
+    push.send_multipart(encode(KIND_REQUEST, 7, [(DATA, b"ping")],
+                               reply_address=own_address, correlation=CORRELATION))
+    reply = receive(pull, "the reply to request 7")
+    expect(reply.kind == KIND_REPLY, f"reply has kind {reply.kind}, not {KIND_REPLY}")
+    expect(reply.correlation == CORRELATION,
+           f"reply has correlation id {reply.correlation:#x}, not {CORRELATION:#x}")
+    expect(reply.msgid == 7, f"reply has message id {reply.msgid}, not the request's (7)")
+    expect(reply.reply_address == b"", f"reply has a reply address {reply.reply_address!r}")
+    expect(reply.components == [(DATA, EXPECTED_REPLY)],
+           f"reply components {reply.components!r}, not [data {EXPECTED_REPLY!r}]")
+
+    # 5. Done.
+    push.send_multipart(encode(KIND_MESSAGE, 3, [(DATA, b"done")]))
+    push.linger = 5_000  # ending the context now waits, at most 5 s, until "done" is out
+    push.close()
+    pull.close()
+    return (f"pyzmq peer ok: checked in as {own_address.decode()}; job {job_data!r} -> "
+            f"{job_data.upper()!r}; request 7 (correlation {CORRELATION:#x}) -> reply {reply.msgid} "
+            f"{EXPECTED_REPLY!r}; pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime-dir", required=True, help="RunLoopKit's runtime directory")
+    parser.add_argument("--main-name", required=True, help="the name of the RunLoopKit port")
+    parser.add_argument("--worker-name", required=True, help="the name of this peer's own port")
+    args = parser.parse_args()
+
+    own_path = os.path.join(args.runtime_dir, f"{args.worker_name}.sock")
+    main_path = os.path.join(args.runtime_dir, f"{args.main_name}.sock")
+    ctx = zmq.Context()
+    try:
+        summary = run(own_path, main_path, ctx)
+    except ProtocolError as error:
+        problem = f"protocol violation: {error}"
+    except zmq.Again:
+        problem = f"send timed out after {TIMEOUT_MS} ms"
+    except zmq.ZMQError as error:
+        problem = f"ZeroMQ error: {error}"
+    else:
+        problem = None
+    if problem is None:
+        ctx.term()
+    else:
+        ctx.destroy(linger=0)
+    try:
+        os.unlink(own_path)  # libzmq leaves a bound ipc socket's file behind
+    except FileNotFoundError:
+        pass
+    if problem is not None:
+        print(f"pyzmq peer: {problem}", file=sys.stderr)
+        return 1
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
