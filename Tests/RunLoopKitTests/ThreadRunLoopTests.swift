@@ -274,6 +274,47 @@ final class ThreadRunLoopTests: XCTestCase {
         worker.stop()
     }
 
+    // MARK: - Signals
+
+    func testSignalsInterruptingTheSleepNeverBreakTheRun() {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in } // no SA_RESTART: waits see EINTR
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        var previous = sigaction()
+        XCTAssertEqual(sigaction(SIGUSR1, &action, &previous), 0)
+        defer { sigaction(SIGUSR1, &previous, nil) }
+
+        let outcome = LockedValue<(RunResult, Int, Bool)?>(nil)
+        let asleep = DispatchSemaphore(value: 0)
+        let thread = TestThread {
+            let loop = ThreadRunLoop.current
+            var fires = 0
+            var early = false
+            let timer = LoopTimer(after: .milliseconds(300)) { timer in
+                fires += 1
+                early = Deadline.now() < timer.fireDate
+            }
+            loop.add(timer, to: .default)
+            loop.add(LoopObserver(activities: .beforeWaiting, repeats: false) { _, _ in asleep.signal() }, to: .default)
+            let result = loop.run(mode: .default, timeout: .seconds(20), returnAfterSourceHandled: false)
+            outcome.withLock { $0 = (result, fires, early) }
+        }
+        asleep.wait()
+        var signals = 0
+        while outcome.withLock({ $0 }) == nil && signals < 100_000 {
+            pthread_kill(thread.handle, SIGUSR1)
+            signals += 1
+            sched_yield()
+        }
+        thread.join()
+        let (result, fires, early) = outcome.withLock { $0 }!
+        XCTAssertGreaterThan(signals, 10, "the sleep was interrupted many times")
+        XCTAssertEqual(result, .finished, "the run ended because its only timer fired, not because of a signal")
+        XCTAssertEqual(fires, 1)
+        XCTAssertFalse(early)
+    }
+
     // MARK: - Idle
 
     func testAnIdleLoopUsesNoCPUWhileWaitingOnAFarTimer() {

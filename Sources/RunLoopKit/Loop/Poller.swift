@@ -97,17 +97,21 @@ final class Poller: @unchecked Sendable {
     }
 
     /// `epoll_pwait2` with a nanosecond timeout, falling back to `epoll_wait` rounded up
-    /// to whole milliseconds (never early) where the kernel lacks it.
+    /// to whole milliseconds (never early) where the kernel lacks it. The time left is
+    /// computed afresh on each attempt, so a signal (`EINTR`) never stretches the wait.
     private func waitForEvents(until deadline: Deadline) throws(SystemCallError) -> Int {
         let capacity = Int32(events.count)
-        let now = Deadline.now()
         let infinite = deadline == .distantFuture
-        let remaining: UInt64 = deadline > now ? deadline.rawValue - now.rawValue : 0
+        func remaining() -> UInt64 {
+            let now = Deadline.now()
+            return deadline > now ? deadline.rawValue - now.rawValue : 0
+        }
         if preciseWaitAvailable {
-            var timeout = timespec(tv_sec: Int(remaining / 1_000_000_000), tv_nsec: Int(remaining % 1_000_000_000))
             do {
                 return Int(try systemCall("epoll_pwait2") {
-                    events.withUnsafeMutableBufferPointer { buffer in
+                    let left = remaining()
+                    var timeout = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+                    return events.withUnsafeMutableBufferPointer { buffer in
                         infinite
                             ? epoll_pwait2(epollFD, buffer.baseAddress, capacity, nil, nil)
                             : epoll_pwait2(epollFD, buffer.baseAddress, capacity, &timeout, nil)
@@ -117,9 +121,9 @@ final class Poller: @unchecked Sendable {
                 preciseWaitAvailable = false
             }
         }
-        let milliseconds = infinite ? -1 : Int32(clamping: (remaining + 999_999) / 1_000_000)
         return Int(try systemCall("epoll_wait") {
-            events.withUnsafeMutableBufferPointer { buffer in
+            let milliseconds = infinite ? -1 : Int32(clamping: (remaining() + 999_999) / 1_000_000)
+            return events.withUnsafeMutableBufferPointer { buffer in
                 epoll_wait(epollFD, buffer.baseAddress, capacity, milliseconds)
             }
         })

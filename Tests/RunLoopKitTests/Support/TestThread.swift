@@ -12,7 +12,7 @@ final class TestThread: @unchecked Sendable {
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }
     }
 
-    private var handle = pthread_t()
+    private(set) var handle = pthread_t()
     private var joined = false // test thread only
 
     init(_ body: @escaping @Sendable () -> Void) {
