@@ -5,16 +5,21 @@ import PackageDescription
 let examples = [
     "observer", "custom-source", "timers", "skeleton-thread",
     "checkin", "message-port-checkin", "multiprocess-checkin",
+    "keep-alive",
 ]
 
 let package = Package(
     name: "RunLoopKit",
     products: [
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
+        .executable(name: "runloopkit", targets: ["RunLoopKitTool"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev. No pkgConfig: its flags name krb5's include
@@ -27,9 +32,28 @@ let package = Package(
                 "CZeroMQ",
                 "CLinuxPoll",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
-        .testTarget(name: "RunLoopKitTests", dependencies: ["RunLoopKit", "CZeroMQ"]),
+        .executableTarget(
+            name: "RunLoopKitTool",
+            dependencies: [
+                "RunLoopKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Tools/runloopkit"
+        ),
+        // libFuzzer target for the wire decoder (see the file's header for how to build it).
+        .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit"], path: "Fuzz/wire-decoder"),
+        .testTarget(
+            name: "RunLoopKitTests",
+            dependencies: [
+                "RunLoopKit",
+                "CZeroMQ",
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
     ] + examples.map { name in
         .executableTarget(
             name: name,

@@ -28,6 +28,9 @@ struct MultiprocessCheckin: ParsableCommand {
     @Option(help: .hidden)
     var index = 0
 
+    @Option(help: .hidden)
+    var lifetime = 60
+
     func run() throws {
         if let mainName = workerOf {
             try runWorker(mainName: mainName)
@@ -55,7 +58,7 @@ struct MultiprocessCheckin: ParsableCommand {
         }
         ThreadRunLoop.current.add(port, to: .default)
         try mainPort.send(LoopMessage(id: checkinMessage, text: myName), timeout: .seconds(10))
-        let deadline = Deadline.after(.seconds(60)) // never outlive a lost main process for long
+        let deadline = Deadline.after(.seconds(Int64(lifetime))) // never outlive a lost main process for long
         while !shouldExit && Deadline.now() < deadline {
             ThreadRunLoop.current.run(mode: .default, before: deadline)
         }

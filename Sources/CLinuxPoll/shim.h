@@ -23,3 +23,11 @@ static inline int clinux_ofd_lock(int fd, int exclusive, int test_only, int *hel
     if (rc == 0 && test_only && held_by_other) *held_by_other = (lock.l_type != F_UNLCK);
     return rc;
 }
+
+#include <pthread.h>
+/// Names the calling thread (`pthread_setname_np`, which glibc also hides behind
+/// _GNU_SOURCE). Linux takes at most 15 bytes plus the NUL; longer names fail with ERANGE.
+static inline int clinux_set_thread_name(const char *name) {
+    extern int pthread_setname_np(pthread_t thread, const char *name);
+    return pthread_setname_np(pthread_self(), name);
+}

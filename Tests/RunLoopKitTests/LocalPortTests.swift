@@ -192,6 +192,32 @@ final class LocalPortTests: XCTestCase {
         replacement!.invalidate()
     }
 
+    func testAHandlerThatThrowsIsReportedAndTheLoopGoesOn() throws {
+        struct Refused: Error, Equatable { let id: Int32 }
+        var handled: [Int32] = []
+        var reported: [(Refused?, Int32)] = []
+        let port = try LocalPort { message in
+            if message.id == 2 || message.id == 7 { throw Refused(id: message.id) }
+            handled.append(message.id)
+            return LoopMessage(id: 0, text: "ok")
+        }
+        port.handlerErrorHandler = { error, message in reported.append((error as? Refused, message.id)) }
+        loop.add(port, to: .default)
+        for id: Int32 in 1...3 { try port.send(LoopMessage(id: id)) }
+        XCTAssertTrue(runLoop { handled == [1, 3] }, "the loop went on after the throw")
+        XCTAssertEqual(reported.map(\.0), [Refused(id: 2)])
+        XCTAssertEqual(port.statistics.handlerErrors, 1)
+        let failure = LockedValue<PortError?>(nil)
+        let requester = TestThread {
+            do { _ = try port.remote.sendRequest(LoopMessage(id: 7), sendTimeout: .seconds(5), receiveTimeout: .milliseconds(300)) }
+            catch { failure.withLock { $0 = error as? PortError } }
+        }
+        XCTAssertTrue(runLoop { reported.count == 2 })
+        requester.join()
+        XCTAssertEqual(failure.withLock { $0 }, .receiveTimedOut(port.remote.address), "a request whose handler threw gets no reply")
+        port.invalidate()
+    }
+
     func testInvalidatingFromAnotherThreadClosesThePortOnItsOwnThread() throws {
         let port = try LocalPort { _ in nil }
         loop.add(port, to: .default)

@@ -111,6 +111,35 @@ final class PortDirectoryTests: XCTestCase {
         port.invalidate()
     }
 
+    func testAnotherUserCanNeitherListTheRuntimeDirectoryNorConnectToItsSockets() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("needs root and setpriv to act as a second user")
+        }
+        let name = uniqueName("private")
+        let port = try LocalPort(name: name)
+        defer { port.invalidate() }
+        let directory = try RuntimeDirectory.path()
+        let socketPath = "\(directory)/\(name).sock"
+        let connect = "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])"
+        func run(asNobody: Bool, _ arguments: [String]) throws -> Int32 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: asNobody ? "/usr/bin/setpriv" : arguments[0])
+            process.arguments = asNobody
+                ? ["--reuid=65534", "--regid=65534", "--clear-groups"] + arguments
+                : Array(arguments.dropFirst())
+            process.standardError = FileHandle.nullDevice
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        XCTAssertEqual(try run(asNobody: false, ["/usr/bin/python3", "-c", connect, socketPath]), 0,
+                       "the owner can connect (so the check below means something)")
+        XCTAssertNotEqual(try run(asNobody: true, ["/usr/bin/python3", "-c", connect, socketPath]), 0,
+                          "another user cannot connect to the port's socket")
+        XCTAssertNotEqual(try run(asNobody: true, ["/bin/ls", directory]), 0, "nor list the runtime directory")
+    }
+
     func testAnOpenOrForeignRuntimeDirectoryIsRefused() throws {
         let open = NSTemporaryDirectory() + "rlk-open-\(UInt32.random(in: 0...UInt32.max))"
         XCTAssertEqual(mkdir(open, 0o755), 0)

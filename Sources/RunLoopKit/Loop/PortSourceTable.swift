@@ -78,6 +78,14 @@ struct PortSourceTable {
         markIfPending(token)
     }
 
+    /// Whether `port` holds a message, for a snapshot. Asking `ZMQ_EVENTS` may consume the
+    /// descriptor's wake-up, so a port found holding one is queued as ready.
+    mutating func checkPending(_ port: any PortSourceDriver) -> Bool {
+        guard let token = tokens[ObjectIdentifier(port)] else { return false }
+        markIfPending(token)
+        return ready.contains(token)
+    }
+
     /// Every registered port, for teardown.
     var allPorts: [any PortSourceDriver] { entries.values.map(\.port) }
 

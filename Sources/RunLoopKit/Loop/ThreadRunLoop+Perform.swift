@@ -52,7 +52,11 @@ extension ThreadRunLoop {
             self?.queueLock.withLock { self?.delayedRequests.removeAll { $0 === request } }
         }
         request.timer = timer
-        queueLock.withLock { delayedRequests.append(request) }
+        queueLock.withLock {
+            // A cancelled delayed request never fires, so nothing else would drop it.
+            delayedRequests.removeAll { $0.state == .cancelled }
+            delayedRequests.append(request)
+        }
         for mode in modes { add(timer, to: mode) }
         return request
     }
@@ -61,8 +65,10 @@ extension ThreadRunLoop {
     /// with `tag` (`cancelPreviousPerformRequestsWithTarget:`). Returns how many. Any thread.
     @discardableResult
     public func cancelPerformRequests(tagged tag: String? = nil) -> Int {
-        let candidates = queueLock.withLock { performQueue + delayedRequests }
-        return candidates.filter { tag == nil || $0.tag == tag }.reduce(0) { $0 + ($1.cancel() ? 1 : 0) }
+        let candidates = queueLock.withLock { performQueue + performBatches + delayedRequests }
+        let cancelled = candidates.filter { tag == nil || $0.tag == tag }.reduce(0) { $0 + ($1.cancel() ? 1 : 0) }
+        if cancelled > 0 { queueLock.withLock { delayedRequests.removeAll { $0.state == .cancelled } } }
+        return cancelled
     }
 
     // MARK: - Loop side
@@ -82,10 +88,14 @@ extension ThreadRunLoop {
                 return true
             }
             queuedCount.subtract(before - performQueue.count, ordering: .releasing)
+            performBatches.append(contentsOf: taken)
             return taken
         }
+        guard !batch.isEmpty else { return false }
         var ran = false
         for request in batch where request.run() { ran = true }
+        // Nested runs take and finish their batches within this one's: last in, first out.
+        queueLock.withLock { performBatches.removeLast(batch.count) }
         return ran
     }
 

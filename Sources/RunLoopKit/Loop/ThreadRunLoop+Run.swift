@@ -47,6 +47,8 @@ extension ThreadRunLoop {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline <= .now()
         while true {
+            let pass = instruments.passBegins()
+            defer { instruments.passEnds(pass) }
             runControlActions()
             notifyObservers(of: .beforeTimers, in: items) //                    step 2
             notifyObservers(of: .beforeSources, in: items) //                   step 3
@@ -79,11 +81,13 @@ extension ThreadRunLoop {
     private func sleep(in items: ModeItems, until deadline: Deadline, pollOnly: Bool) {
         if !pollOnly { notifyObservers(of: .beforeWaiting, in: items) } //      step 6
         let wakeTime = min(deadline, timerWakeTime(in: items))
+        let asleepSince = instruments.sleepBegins()
         do { //                                                                 step 7
             try poller.wait(until: wakeTime, poll: pollOnly) { token in ports.descriptorReady(token) }
         } catch {
             preconditionFailure("RunLoopKit's poll set failed: \(error)")
         }
+        instruments.sleepEnds(since: asleepSince, slept: !pollOnly)
         runControlActions() // finish invalidations made from other threads while asleep
         if !pollOnly { notifyObservers(of: .afterWaiting, in: items) } //       step 8
     }
@@ -93,6 +97,7 @@ extension ThreadRunLoop {
     private func deliverOneMessage(from port: any PortSourceDriver) -> Bool {
         ports.willDeliver(from: port)
         let handled = port.handleOneMessage()
+        if handled { instruments.messageHandled() }
         ports.didDeliver(from: port)
         return handled
     }

@@ -34,12 +34,16 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
     var ports = PortSourceTable()
     /// Ports created on this thread, closed at teardown if still open.
     var ownedPorts: [ObjectIdentifier: WeakPort] = [:]
+    var instruments = LoopInstruments()
 
-    /// Protects `lifecycle`, `performQueue`, `delayedRequests` and `controlQueue`.
+    /// Protects `lifecycle`, `performQueue`, `delayedRequests`, `performBatches` and `controlQueue`.
     let queueLock = Lock()
     var lifecycle = Lifecycle.open // protected by queueLock
     var performQueue: [PerformRequest] = [] // protected by queueLock
     var delayedRequests: [PerformRequest] = [] // protected by queueLock
+    /// Requests taken from `performQueue` by the passes in progress (a nested run's after
+    /// its outer one's), until run: still cancellable. Protected by queueLock.
+    var performBatches: [PerformRequest] = []
     var controlQueue: [ControlAction] = [] // protected by queueLock
     /// Entries in `performQueue` and `controlQueue`, so that an empty queue costs no lock.
     let queuedCount = Atomic<Int>(0)
@@ -180,9 +184,5 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
         ports = PortSourceTable()
         closeOwnedPorts()
         modes.removeAll()
-    }
-
-    public var description: String {
-        "ThreadRunLoop(\(isMain ? "main" : "thread"), waiting: \(isWaiting))"
     }
 }

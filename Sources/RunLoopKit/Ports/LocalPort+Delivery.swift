@@ -15,14 +15,14 @@ extension LocalPort: PortSourceDriver {
             guard let received = try socket.receive(dontWait: true) else { return false }
             frames = received
         } catch {
-            drop(reason: "\(error)")
+            drop(.receiveFailed, "\(error)")
             return false
         }
         let wire: WireMessage
         do {
             wire = try WireCodec.decode(frames)
         } catch {
-            drop(reason: "\(error)")
+            drop(MessageDropReason(rejecting: error), "\(error)")
             return false
         }
         deliver(wire)
@@ -36,20 +36,39 @@ extension LocalPort: PortSourceDriver {
         statistics.countReceived()
         switch wire.kind {
         case .message:
-            guard let handler else { return drop(reason: "no handler for message \(message.id)") }
-            _ = handler(message)
+            guard handler != nil else { return drop(.noHandler, "no handler for message \(message.id)") }
+            _ = handle(message)
         case .request:
-            guard let handler else { return drop(reason: "no handler for request \(message.id)") }
+            guard handler != nil else { return drop(.noHandler, "no handler for request \(message.id)") }
+            guard case .some(let answer) = handle(message) else { return } // it threw: no reply
             // The reply carries the request's id whatever the handler put in it (wire format).
-            var reply = handler(message) ?? LoopMessage(id: message.id)
+            var reply = answer ?? LoopMessage(id: message.id)
             reply.id = message.id
             sendReply(reply, to: message.replyPort, correlationID: wire.correlationID)
         case .reply:
             if let replyHandler {
                 replyHandler(wire.correlationID, message)
-            } else if let handler {
-                _ = handler(message)
+            } else {
+                _ = handle(message)
             }
+        }
+    }
+
+    /// Calls the handler; nil if it threw, after reporting the error.
+    private func handle(_ message: LoopMessage) -> LoopMessage?? {
+        guard let handler else { return nil }
+        do {
+            return .some(try handler(message))
+        } catch {
+            statistics.countHandlerError()
+            if let handlerErrorHandler {
+                handlerErrorHandler(error, message)
+            } else {
+                RunLoopKitLog.port.warning("a port handler threw", metadata: [
+                    "port": "\(self)", "message": "\(message.id)", "error": "\(error)",
+                ])
+            }
+            return nil
         }
     }
 
@@ -58,21 +77,13 @@ extension LocalPort: PortSourceDriver {
 
     private func sendReply(_ reply: LoopMessage, to replyPort: RemotePort?, correlationID: UInt64) {
         guard let replyPort else {
-            statistics.countFailedReply()
-            LocalPort.logger.warning("reply dropped: the request had no reply port", metadata: ["port": "\(self)"])
-            return
+            return drop(.replyNotSent, "the request had no reply port")
         }
         let frames = WireCodec.encode(reply.wire(kind: .reply, correlationID: correlationID))
         do {
-            try ThreadPortState.current.send(frames, to: replyPort.address, before: .after(LocalPort.replySendTimeout))
+            try ThreadPortState.current.send(frames, to: replyPort, before: .after(LocalPort.replySendTimeout))
         } catch {
-            statistics.countFailedReply()
-            LocalPort.logger.warning("reply not sent", metadata: ["port": "\(self)", "error": "\(error)"])
+            drop(.replyNotSent, "\(error)")
         }
-    }
-
-    private func drop(reason: String) {
-        statistics.countDropped()
-        LocalPort.logger.warning("message dropped", metadata: ["port": "\(self)", "reason": "\(reason)"])
     }
 }

@@ -16,11 +16,18 @@ import Synchronization
 public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
     /// Handles a message on the owner thread. For a request, the returned message's
     /// components are the reply, sent with the request's id (an empty reply if nil); for
-    /// other messages the return value is ignored.
-    public typealias Handler = (LoopMessage) -> LoopMessage?
+    /// other messages the return value is ignored. A handler may throw: the error is
+    /// reported (see `handlerErrorHandler`), the loop goes on, and a request whose handler
+    /// threw gets no reply (its requester times out).
+    public typealias Handler = (LoopMessage) throws -> LoopMessage?
 
     /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.
     public var handler: Handler?
+
+    /// Told of every error a handler throws, on the owner thread. Without it, each such
+    /// error is logged as a warning on `runloopkit.port`, the only way a program would learn
+    /// of it. Counted in `statistics.handlerErrors` either way.
+    public var handlerErrorHandler: ((any Error, LoopMessage) -> Void)?
 
     /// The port's inproc address, how this process reaches it.
     let inProcessAddress: PortAddress
@@ -96,6 +103,25 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         advertised.withLock { if $0.isInProcess { $0 = reserved.ipcAddress } }
     }
 
+    /// Makes the port a CURVE server (`ZMQ_CURVE_SERVER`): from now on its tcp and ipc
+    /// peers must know `keys.publicKey` (see `RemotePort(_:curveServerKey:)`), and their
+    /// traffic is encrypted; others cannot connect. Senders in this process are unaffected
+    /// (they reach the port over inproc). Must be called before the port is named or bound
+    /// to tcp, since CURVE applies to the socket's later endpoints only.
+    public func requireCurve(_ keys: PortKeyPair) throws(PortError) {
+        try checkOwnerThread()
+        guard let socket else { throw .invalidated }
+        guard registration == nil, tcpAddresses.isEmpty else {
+            throw .transport(ZMQError(code: .wrongState, call: "requireCurve: the port already has ipc or tcp endpoints"))
+        }
+        do {
+            try socket.setOption(.curveServer, true)
+            try socket.setOption(.curveSecretKey, keys.secretCurveKey)
+        } catch {
+            throw .transport(error)
+        }
+    }
+
     /// Binds the port to a tcp endpoint too (for example `tcp://127.0.0.1:*`), for peers on
     /// other machines; returns the bound address (with the port number chosen).
     @discardableResult
@@ -161,6 +187,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         registration = nil
         registeredName.withLock { $0 = nil }
         handler = nil
+        handlerErrorHandler = nil
         replyHandler = nil
     }
 

@@ -33,7 +33,7 @@ final class PortDirectory: @unchecked Sendable {
             throw .invalidName(name, reason: "too long for a socket path in \(directory)")
         }
         let nameLock = try NameLock(name: name, directory: directory)
-        unlink(socketPath) // left behind by a dead owner, if anything
+        if unlink(socketPath) == 0 { reclaimedStaleName(name, socketPath: socketPath) } // a dead owner's
         return Registration(name: name, ipcAddress: PortAddress(unchecked: "ipc://\(socketPath)"),
                             socketPath: socketPath, nameLock: nameLock)
     }

@@ -5,6 +5,7 @@ public final class PortStatistics: Sendable {
     private let received = Atomic<Int>(0)
     private let dropped = Atomic<Int>(0)
     private let failedReplies = Atomic<Int>(0)
+    private let handlerFailures = Atomic<Int>(0)
 
     /// Messages delivered to the handler.
     public var messagesReceived: Int { received.load(ordering: .relaxed) }
@@ -13,6 +14,10 @@ public final class PortStatistics: Sendable {
     /// Replies that could not be sent back (no reply address, or the requester did not take it).
     public var repliesFailed: Int { failedReplies.load(ordering: .relaxed) }
 
+    /// Errors thrown by the port's handler (each reported; the loop went on).
+    public var handlerErrors: Int { handlerFailures.load(ordering: .relaxed) }
+
+    func countHandlerError() { handlerFailures.add(1, ordering: .relaxed) }
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countDropped() { dropped.add(1, ordering: .relaxed) }
     func countFailedReply() { failedReplies.add(1, ordering: .relaxed) }

@@ -4,8 +4,22 @@
 /// Thread safety: a value; send from any thread (each thread sends through sockets of its own).
 public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     public let address: PortAddress
+    /// The CURVE public key of the port, if it requires CURVE (`LocalPort.requireCurve`).
+    public let curveServerKey: String?
 
-    public init(_ address: PortAddress) { self.address = address }
+    public init(_ address: PortAddress) {
+        self.address = address
+        curveServerKey = nil
+    }
+
+    /// A port that requires CURVE: messages to it are encrypted, and only reach it because
+    /// `curveServerKey` is its public key. Throws `invalidAddress` for a key that is not 40
+    /// characters of Z85.
+    public init(_ address: PortAddress, curveServerKey: String) throws(PortError) {
+        guard ZMQCurveKey(z85: curveServerKey) != nil else { throw .invalidAddress("CURVE key of \(address)") }
+        self.address = address
+        self.curveServerKey = curveServerKey
+    }
 
     /// The port registered under `name`, in this process or another of this user's
     /// (`CFMessagePortCreateRemote`). Throws `nameNotFound` when no live port holds it.
@@ -20,7 +34,7 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     }
 
     public func send(_ message: LoopMessage, before deadline: Deadline) throws(PortError) {
-        try ThreadPortState.current.send(WireCodec.encode(message.wire(kind: .message)), to: address, before: deadline)
+        try ThreadPortState.current.send(WireCodec.encode(message.wire(kind: .message)), to: self, before: deadline)
     }
 
     public var description: String { "RemotePort(\(address))" }

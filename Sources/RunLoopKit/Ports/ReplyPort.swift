@@ -57,9 +57,7 @@ final class ReplyPort {
 
     private func received(_ message: LoopMessage, for id: UInt64) {
         guard waiting.contains(id) else {
-            port.statistics.countDropped()
-            LocalPort.logger.info("late or unknown reply dropped", metadata: ["correlation": "\(id)"])
-            return
+            return port.drop(.lateReply, "late or unknown reply, correlation id \(id)")
         }
         arrived[id] = message
     }
@@ -88,7 +86,7 @@ extension RemotePort {
         let id = replies.begin()
         do {
             try state.send(WireCodec.encode(request.wire(kind: .request, correlationID: id)),
-                           to: address, before: .after(sendTimeout))
+                           to: self, before: .after(sendTimeout))
         } catch {
             replies.abandon(id)
             throw error
@@ -99,7 +97,7 @@ extension RemotePort {
             if let reply = replies.take(id) { return reply }
             guard Deadline.now() < deadline else {
                 replies.abandon(id)
-                throw .receiveTimedOut(address)
+                throw RunLoopKitLog.timedOut(.receiveTimedOut(address))
             }
             _ = loop.run(mode: ReplyPort.mode, until: deadline, returnAfterSourceHandled: true)
         }

@@ -7,7 +7,7 @@ import Glibc
 /// its own, created on first use and closed (with the context's bounded linger) when the
 /// thread exits. Thread-local: only ever touched by its own thread.
 final class ThreadPortState {
-    private var senders: [PortAddress: ZMQSocket] = [:]
+    private var senders: [RemotePort: ZMQSocket] = [:]
     /// The private reply port, created by the first request this thread makes.
     var replyPort: ReplyPort?
 
@@ -37,17 +37,18 @@ final class ThreadPortState {
     /// take it; throws `PortError.sendTimedOut` if it does not, or `remoteInvalid` as soon
     /// as an in-process port is known to be closed. Nothing is queued for a peer that is
     /// not there (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
-    func send(_ frames: [[UInt8]], to address: PortAddress, before deadline: Deadline) throws(PortError) {
-        let (socket, target) = try sender(for: address)
+    func send(_ frames: [[UInt8]], to destination: RemotePort, before deadline: Deadline) throws(PortError) {
+        let address = destination.address
+        let (socket, target) = try sender(for: destination)
         do {
             if try socket.send(frames, dontWait: true) { return }
             while true {
                 if target.isInProcess && !PortDirectory.shared.isOpen(target) {
-                    senders[address] = nil
+                    senders[destination] = nil
                     throw PortError.remoteInvalid(address)
                 }
                 let now = Deadline.now()
-                guard now < deadline else { throw PortError.sendTimedOut(address) }
+                guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
                 _ = try socket.poll(for: .pollOut, timeout: min(deadline - now, ThreadPortState.livenessCheckInterval))
                 if try socket.send(frames, dontWait: true) { return }
             }
@@ -67,21 +68,28 @@ final class ThreadPortState {
     /// receiving port's `receiveHighWaterMark` this bounds what one sender has in flight.
     static let sendHighWaterMark: Int32 = 10_000
 
-    private func sender(for address: PortAddress) throws(PortError) -> (ZMQSocket, PortAddress) {
+    private func sender(for destination: RemotePort) throws(PortError) -> (ZMQSocket, PortAddress) {
         // Within this process, reach a named or tcp-bound port over inproc.
-        let target = PortDirectory.shared.inProcessAlias(of: address) ?? address
-        if let socket = senders[address] { return (socket, target) }
+        let target = PortDirectory.shared.inProcessAlias(of: destination.address) ?? destination.address
+        if let socket = senders[destination] { return (socket, target) }
         let socket: ZMQSocket
         do {
             socket = try ZMQSocket(type: .push)
             try socket.setOption(.immediate, true)
             try socket.setOption(.sendHighWaterMark, ThreadPortState.sendHighWaterMark)
+            if let serverKey = destination.curveServerKey.flatMap(ZMQCurveKey.init(z85:)), !target.isInProcess {
+                // A fresh client key pair per socket: the server admits whoever knows its key.
+                let client = try ZMQCurve.generateKeyPair()
+                try socket.setOption(.curveServerKey, serverKey)
+                try socket.setOption(.curvePublicKey, client.publicKey)
+                try socket.setOption(.curveSecretKey, client.secretKey)
+            }
             if !target.isInProcess { try socket.connect(target.rawValue) }
         } catch {
             throw .transport(error)
         }
         if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
-        senders[address] = socket
+        senders[destination] = socket
         return (socket, target)
     }
 }

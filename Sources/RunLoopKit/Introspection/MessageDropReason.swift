@@ -1,0 +1,42 @@
+/// Why a run loop's port dropped a message rather than deliver it: the categories of
+/// `LoopCounters.messagesDropped` and of the `reason` dimension of the drop metric.
+///
+/// Each drop is also logged at `.debug` on `runloopkit.port`, with the detail.
+public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomStringConvertible {
+    /// ZeroMQ failed to hand over a message the port's socket announced.
+    case receiveFailed
+    /// Not a valid RunLoopKit wire message (bad header, frames, limits or addresses).
+    case malformed
+    /// A wire format version this receiver does not know (see docs/wire-format.md).
+    case unsupportedVersion
+    /// A message or request reached a port that has no handler.
+    case noHandler
+    /// A reply came for a request nobody waits for any more (it timed out, or is unknown).
+    case lateReply
+    /// A handler's reply could not be sent: the request had no reply port, or the
+    /// requester did not take the reply in time.
+    case replyNotSent
+
+    public var description: String { rawValue }
+
+    /// The category of a message the decoder rejected.
+    init(rejecting error: any Error) {
+        if case .unsupportedVersion = error as? WireFormatError {
+            self = .unsupportedVersion
+        } else {
+            self = .malformed
+        }
+    }
+
+    /// The position in `allCases`, for counters kept in a flat array.
+    var index: Int {
+        switch self {
+        case .receiveFailed: 0
+        case .malformed: 1
+        case .unsupportedVersion: 2
+        case .noHandler: 3
+        case .lateReply: 4
+        case .replyNotSent: 5
+        }
+    }
+}

@@ -1,0 +1,57 @@
+/// Introspection: a loop's items and counters as a value.
+extension ThreadRunLoop {
+    /// The loop's modes, items and counters now. Loop thread only (it reads what only
+    /// that thread may touch, and checks); from another thread use
+    /// `try loop.performAndWait { loop.snapshot() }`, which waits for the loop's next pass
+    /// in a common mode.
+    ///
+    /// It changes nothing the loop does: a port found holding a message is queued for
+    /// delivery as the loop would have queued it (asking ZeroMQ consumes the wake-up).
+    public func snapshot() -> LoopSnapshot {
+        assertOwnerThread()
+        let now = Deadline.now()
+        let pending = queueLock.withLock {
+            performQueue.count(where: { $0.state == .pending }) + delayedRequests.count(where: { $0.state == .pending })
+        }
+        let sortedModes = modes.values.sorted { $0.mode.rawValue < $1.mode.rawValue }
+        return LoopSnapshot(
+            isMainLoop: isMain,
+            takenAt: now,
+            runningModes: runStack,
+            commonModes: commonModes.sorted { $0.rawValue < $1.rawValue },
+            commonModeItems: contents(of: commonItems, isCommon: false, at: now),
+            modes: sortedModes.map { contents(of: $0, isCommon: commonModes.contains($0.mode), at: now) },
+            pendingPerformRequests: pending,
+            counters: instruments.counters
+        )
+    }
+
+    private func contents(of items: ModeItems, isCommon: Bool, at now: Deadline) -> LoopSnapshot.ModeContents {
+        LoopSnapshot.ModeContents(
+            mode: items.mode,
+            isCommon: isCommon,
+            sources: items.sources.map { source in
+                LoopSnapshot.SourceInfo(id: ObjectIdentifier(source), order: source.order,
+                                        isSignalled: source.isSignalled, isValid: source.isValid)
+            },
+            // LocalPort is the only port source there is.
+            ports: items.ports.compactMap { $0 as? LocalPort }.map { port in
+                LoopSnapshot.PortInfo(id: ObjectIdentifier(port), address: port.remote.address, name: port.name,
+                                      hasPendingMessage: ports.checkPending(port),
+                                      messagesReceived: port.statistics.messagesReceived,
+                                      messagesDropped: port.statistics.messagesDropped,
+                                      repliesFailed: port.statistics.repliesFailed)
+            },
+            timers: items.timers.map { timer in
+                LoopSnapshot.TimerInfo(id: ObjectIdentifier(timer), fireDate: timer.fireDate,
+                                       fireDelay: timer.fireDate - now, interval: timer.interval,
+                                       tolerance: timer.tolerance, isValid: timer.isValid)
+            },
+            observers: items.observers.map { observer in
+                LoopSnapshot.ObserverInfo(id: ObjectIdentifier(observer), activities: observer.activities,
+                                          order: observer.order, repeats: observer.repeats,
+                                          isValid: observer.isValid)
+            }
+        )
+    }
+}

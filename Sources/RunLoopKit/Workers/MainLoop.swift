@@ -1,0 +1,135 @@
+/// The main thread's run loop for a command-line program: what `NSApplication`'s loop is
+/// for an app, `MainLoop.run()` is for a tool's `main.swift`.
+///
+///     // main.swift
+///     let worker = try WorkerThread(name: "fetch")
+///     try worker.async {
+///         // … the program's work, on the worker …
+///         MainLoop.stop()            // from any thread: the program is done
+///     }
+///     MainLoop.run()                 // services the main thread's sources, timers, ports
+///                                    // and performs until `stop()`
+///     worker.stop()
+///
+/// `run()` keeps `ThreadRunLoop.main` alive with an input source of its own and runs its
+/// default mode until `stop()`, so it neither returns early when the mode has nothing
+/// else in it, nor runs forever (as `-[NSRunLoop run]` can). It also offers Table 3-2's
+/// `performSelectorOnMainThread:withObject:waitUntilDone:modes:`.
+///
+/// Thread safety: `run()` on the main thread only; everything else from any thread.
+public enum MainLoop {
+    private enum Phase {
+        /// Not running; a `stop()` came since the last run, so the next run returns at once.
+        case idle(stopRequested: Bool)
+        case running(KeepAlive)
+    }
+
+    private static let phase = LockedValue(Phase.idle(stopRequested: false))
+    /// Delayed performs handed to the main thread from others.
+    private static let delayedPerforms = DelayedHandOver(loop: ThreadRunLoop.main)
+
+    /// The main thread's run loop.
+    public static var loop: ThreadRunLoop { ThreadRunLoop.main }
+
+    /// Whether `run()` is running. Any thread.
+    public static var isRunning: Bool {
+        phase.withLock { if case .running = $0 { true } else { false } }
+    }
+
+    /// Runs the main thread's loop in the default mode until `stop()`. If `stop()` was
+    /// called since the last run ended (say, by a worker that finished before the main
+    /// thread got here), returns at once. Main thread only, and not from within itself.
+    public static func run() {
+        let loop = ThreadRunLoop.main
+        precondition(loop.isOwnerThread, "MainLoop.run() must be called on the main thread")
+        let keepAlive = KeepAlive(on: loop)
+        let stopRequested = phase.withLock { phase -> Bool in
+            guard case .idle(let stopRequested) = phase else {
+                preconditionFailure("MainLoop.run() is already running")
+            }
+            phase = .running(keepAlive)
+            return stopRequested
+        }
+        if stopRequested { keepAlive.requestExit() }
+        keepAlive.runUntilExitRequested(loop)
+        phase.withLock { $0 = .idle(stopRequested: false) }
+        keepAlive.remove()
+    }
+
+    /// Ends `run()`, or the next one if it is not running. Any thread.
+    public static func stop() {
+        let keepAlive = phase.withLock { phase -> KeepAlive? in
+            switch phase {
+            case .idle:
+                phase = .idle(stopRequested: true)
+                return nil
+            case .running(let keepAlive):
+                return keepAlive
+            }
+        }
+        keepAlive?.requestExit()
+    }
+
+    // MARK: - Table 3-2 on the main thread
+
+    /// Queues `work` for the main thread's next pass in one of `modes` and returns at once
+    /// (`performSelectorOnMainThread:withObject:waitUntilDone:NO modes:`). The main thread's
+    /// loop is never torn down, so this never fails. Any thread.
+    @discardableResult
+    public static func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
+                             _ work: @escaping @Sendable () -> Void) -> PerformRequest {
+        ThreadRunLoop.main.perform(inModes: modes, tag: tag, work)
+    }
+
+    /// `performSelectorOnMainThread:withObject:waitUntilDone:modes:`: queues `work` for the
+    /// main thread's next pass in one of `modes`. With `waitUntilDone`, blocks until it ran
+    /// (at once when called on the main thread) and throws `WorkerError.cancelled` if it
+    /// was cancelled instead; without, it is `async` and never throws. The main thread must
+    /// be running its loop (`run()` or any run of `ThreadRunLoop.main`) for a waiting caller
+    /// to return. Any thread.
+    @discardableResult
+    public static func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool = false,
+                               _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+        let loop = ThreadRunLoop.main
+        if waitUntilDone && loop.isOwnerThread {
+            let request = PerformRequest(modes: modes, tag: tag, work: work)
+            _ = request.run()
+            return request
+        }
+        let request = loop.perform(inModes: modes, tag: tag, work)
+        if waitUntilDone { try request.waitUntilDone { .cancelled } }
+        return request
+    }
+
+    /// Runs `work` on the main thread and returns its result, rethrowing its error (at
+    /// once on the main thread; else the caller blocks until the main loop ran it). Throws
+    /// `WorkerError.cancelled` if it was cancelled. Any thread.
+    public static func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                         _ work: @escaping @Sendable () throws -> T) throws -> T {
+        let loop = ThreadRunLoop.main
+        if loop.isOwnerThread { return try work() }
+        let result = PendingResult<T>()
+        let request = loop.perform(inModes: modes, tag: nil, result.wrap(work))
+        return try result.wait(for: request) { .cancelled }
+    }
+
+    /// Runs `work` on the main thread after `delay` (from this call), in one of `modes`
+    /// (`performSelector:withObject:afterDelay:inModes:` aimed at the main thread). Any thread.
+    public static func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
+                               _ work: @escaping @Sendable () -> Void) {
+        let loop = ThreadRunLoop.main
+        if loop.isOwnerThread {
+            _ = delayedPerforms.schedule(after: delay, inModes: modes, tag: tag, work)
+        } else {
+            loop.perform(inModes: [.common], tag: tag,
+                         delayedPerforms.handOver(after: delay, inModes: modes, tag: tag, work))
+        }
+    }
+
+    /// Cancels the main thread's pending requests tagged `tag` (all with nil), queued,
+    /// delayed or being handed over; returns how many it cancelled. Any thread.
+    @discardableResult
+    public static func cancelPerformRequests(tagged tag: String? = nil) -> Int {
+        delayedPerforms.cancel(tagged: tag)
+    }
+}

@@ -1,0 +1,189 @@
+import Dispatch
+
+/// What a worker's handle and its thread share: the lifecycle, the loop, and the gate
+/// through which work enters the loop.
+///
+/// Work enters only while the worker is running, inside the same lock that `stop` takes
+/// to leave `.running`. So everything accepted is in the loop's queue before the worker
+/// thread sees the stop, and its last step (run or cancel what is pending) sees all of
+/// it; anything queued on the loop directly after that step is cancelled by the loop's
+/// teardown when the thread exits. No request is left pending, no waiter left blocked.
+final class WorkerControl: @unchecked Sendable {
+    /// Who releases the stopped thread's resources: exactly one of join or detach.
+    enum Joining: Equatable {
+        /// Stopped from its own thread: the next stop from another thread, or the
+        /// handle's deinit, joins.
+        case unclaimed
+        /// A thread is joining; other stoppers wait for it.
+        case claimed
+        /// The handle was released on the worker's own thread: the thread frees itself.
+        case detached
+    }
+
+    enum Lifecycle {
+        case starting
+        case running
+        /// Exit requested; the pending-work policy is what the thread's last step applies.
+        case stopping(WorkerThread.PendingWork, Joining)
+        /// Exited and joined.
+        case stopped
+    }
+
+    /// Who asks for the stop, which decides whether it joins.
+    enum Stopper {
+        /// `stop()`: joins (or waits for the joiner), unless on the worker's own thread.
+        case caller
+        /// The handle's deinit: joins, or detaches when on the worker's own thread.
+        case deinitializer
+        /// The first phase of a pool's shutdown: only asks, so that all workers stop at once.
+        case requestOnly
+    }
+
+    private let lock = Lock()
+    private var lifecycle = Lifecycle.starting // protected by lock
+    private var thread: NativeThread? // protected by lock; set once the thread is created
+    private var loop: ThreadRunLoop? // protected by lock; set by the worker thread once ready
+    private var keepAlive: KeepAlive? // protected by lock; set with `loop`
+    /// Signalled once the loop is ready (`init` waits), and once the thread is joined.
+    private let ready = DispatchSemaphore(value: 0)
+    private let joined = DispatchSemaphore(value: 0)
+
+    // MARK: - Start
+
+    /// Starts the thread and returns its loop once it is ready to take work.
+    func start(name: String, setUp: @escaping @Sendable () -> Void) throws(WorkerError) -> ThreadRunLoop {
+        let thread = try NativeThread.start(name: name) { [self] in main(setUp: setUp) }
+        lock.withLock { self.thread = thread }
+        ready.wait()
+        return lock.withLock { loop! }
+    }
+
+    /// The worker thread's body: the resident run, then the pending work, then exit.
+    private func main(setUp: () -> Void) {
+        let loop = ThreadRunLoop.current
+        let keepAlive = KeepAlive(on: loop)
+        setUp()
+        lock.withLock {
+            self.loop = loop
+            self.keepAlive = keepAlive
+            lifecycle = .running
+        }
+        ready.signal()
+        keepAlive.runUntilExitRequested(loop)
+        finishPendingWork(on: loop)
+        keepAlive.remove()
+        // Returning exits the thread; the loop's teardown (a thread-exit destructor)
+        // cancels whatever was queued on the loop directly since, and waiters wake.
+    }
+
+    /// The thread's last step: runs or cancels the work queued before the stop.
+    private func finishPendingWork(on loop: ThreadRunLoop) {
+        let pending = lock.withLock { () -> WorkerThread.PendingWork in
+            if case .stopping(let pending, _) = lifecycle { return pending }
+            return .cancel
+        }
+        switch pending {
+        // One batch, in FIFO order: what the resident run would have run next. Requests
+        // for other modes, and delayed ones not yet due, are cancelled by the teardown.
+        case .run: _ = loop.performQueuedRequests(in: .default)
+        case .cancel: loop.cancelPerformRequests()
+        }
+    }
+
+    // MARK: - Work
+
+    var state: WorkerThread.State {
+        lock.withLock {
+            switch lifecycle {
+            case .starting: .starting
+            case .running: .running
+            case .stopping: .stopping
+            case .stopped: .stopped
+            }
+        }
+    }
+
+    var isRunning: Bool { state == .running }
+
+    /// Queues work on the loop if the worker is running; nil once it is stopping.
+    func enqueue(inModes modes: [LoopMode], tag: String?, _ work: @escaping @Sendable () -> Void) -> PerformRequest? {
+        lock.withLock {
+            guard case .running = lifecycle, let loop else { return nil }
+            return loop.perform(inModes: modes, tag: tag, work)
+        }
+    }
+
+    /// The error for a waiter whose request was cancelled: by a stop, or by `cancelPerformRequests`.
+    var cancellationError: WorkerError { isRunning ? .cancelled : .stopped }
+
+    // MARK: - Stop
+
+    /// Asks the thread to exit, applying `pending` to the queued work, then joins it,
+    /// waits for whoever joins it, or leaves the joining to another, depending on
+    /// `stopper` and on whether this is the worker's own thread.
+    func stop(pending: WorkerThread.PendingWork, by stopper: Stopper) {
+        enum Role {
+            case none
+            case join(NativeThread)
+            case waitForJoiner
+            case detach(NativeThread)
+        }
+        guard let loop = lock.withLock({ loop }) else { return }
+        let onWorker = loop.isOwnerThread
+        let (role, keepAlive, requestExit, cancelQueued) = lock.withLock {
+            () -> (Role, KeepAlive?, Bool, Bool) in
+            let joining: Joining
+            let policy: WorkerThread.PendingWork
+            let requestExit: Bool
+            let cancelQueued: Bool
+            switch lifecycle {
+            case .starting, .stopped:
+                return (.none, nil, false, false)
+            case .running:
+                joining = .unclaimed
+                policy = pending
+                requestExit = true
+                cancelQueued = pending == .cancel
+            case .stopping(let current, let currentJoining):
+                joining = currentJoining
+                // A later stop may cancel what an earlier one would have run.
+                policy = pending == .cancel ? .cancel : current
+                requestExit = false
+                cancelQueued = pending == .cancel && current == .run
+            }
+            var role = Role.none
+            var next = joining
+            switch (joining, stopper, onWorker) {
+            case (.unclaimed, .caller, false), (.unclaimed, .deinitializer, false):
+                next = .claimed
+                role = .join(thread!)
+            case (.unclaimed, .deinitializer, true):
+                next = .detached
+                role = .detach(thread!)
+            case (.claimed, .caller, false):
+                role = .waitForJoiner
+            default:
+                break
+            }
+            lifecycle = .stopping(policy, next)
+            return (role, self.keepAlive, requestExit, cancelQueued)
+        }
+        // Cancelling here, not only on the worker thread, wakes waiters at once even
+        // while the worker is busy with the work in progress.
+        if cancelQueued { loop.cancelPerformRequests() }
+        if requestExit { keepAlive?.requestExit() }
+        switch role {
+        case .none:
+            break
+        case .join(let thread):
+            thread.join()
+            lock.withLock { lifecycle = .stopped }
+            joined.signal()
+        case .waitForJoiner:
+            joined.wait()
+            joined.signal() // let any other waiter through too
+        case .detach(let thread):
+            thread.detach()
+        }
+    }
+}

@@ -1,0 +1,67 @@
+/// Handing work to a pool: each call goes to one worker, chosen by the pool's policy, and
+/// behaves as the same call on that `WorkerThread`. Any thread.
+extension WorkerPool {
+    /// Queues `work` on a worker and returns at once. Throws `.stopped` once the pool is stopping.
+    @discardableResult
+    public func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
+                      _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+        guard isRunning else { throw .stopped }
+        let token = nextMember().begin()
+        return try token.member.worker.async(inModes: modes, tag: tag) {
+            defer { token.end() }
+            work()
+        }
+    }
+
+    /// Runs `work` on a worker and returns its result, rethrowing its error; the caller
+    /// blocks until it ran. Throws `WorkerError.stopped` once the pool is stopping.
+    public func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                  _ work: @escaping @Sendable () throws -> T) throws -> T {
+        guard isRunning else { throw WorkerError.stopped }
+        let token = nextMember().begin()
+        return try token.member.worker.sync(inModes: modes) {
+            defer { token.end() }
+            return try work()
+        }
+    }
+
+    /// Table 3-2's `performSelector:onThread:withObject:waitUntilDone:modes:`, on a worker
+    /// of the pool: `sync` with `waitUntilDone`, else `async`.
+    @discardableResult
+    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool,
+                        _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+        guard isRunning else { throw .stopped }
+        let token = nextMember().begin()
+        return try token.member.worker.perform(inModes: modes, tag: tag, waitUntilDone: waitUntilDone) {
+            defer { token.end() }
+            work()
+        }
+    }
+
+    /// Cancels the pending requests tagged `tag` (all with nil) on every worker; returns how many.
+    @discardableResult
+    public func cancelPerformRequests(tagged tag: String? = nil) -> Int {
+        workers.reduce(0) { $0 + $1.cancelPerformRequests(tagged: tag) }
+    }
+
+    /// The worker the next request goes to.
+    func nextMember() -> PoolMember {
+        let start = Int(turn.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(members.count))
+        switch policy {
+        case .roundRobin:
+            return members[start]
+        case .leastBusy:
+            var best = members[start]
+            var bestLoad = best.outstanding.load(ordering: .relaxed)
+            for offset in 1..<members.count where bestLoad > 0 {
+                let candidate = members[(start + offset) % members.count]
+                let load = candidate.outstanding.load(ordering: .relaxed)
+                if load < bestLoad {
+                    best = candidate
+                    bestLoad = load
+                }
+            }
+            return best
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import Dispatch
+import Glibc
+@testable import RunLoopKit
+import XCTest
+
+/// A loop's counters: passes, wake-ups, messages handled, and messages dropped by reason.
+/// Each test counts the difference its own runs, in a mode of its own, make.
+final class LoopCountersTests: XCTestCase {
+    private var loop: ThreadRunLoop { ThreadRunLoop.current }
+    private var counters: LoopCounters { loop.snapshot().counters }
+
+    private func uniqueMode(_ base: String) -> LoopMode { LoopMode("\(base)-\(UInt32.random(in: 0...UInt32.max))") }
+
+    /// Runs the current loop in `mode` until `condition` holds; false if 20 s pass first.
+    private func runLoop(in mode: LoopMode, until condition: () -> Bool) -> Bool {
+        let limit = Deadline.after(.seconds(20))
+        while !condition() {
+            guard Deadline.now() < limit else { return false }
+            _ = loop.run(mode: mode, until: limit, returnAfterSourceHandled: true)
+        }
+        return true
+    }
+
+    func testANewLoopStartsWithEveryCounterAtZeroAndEveryDropReasonPresent() {
+        let fresh = LockedValue<LoopCounters?>(nil)
+        TestThread { fresh.withLock { $0 = ThreadRunLoop.current.snapshot().counters } }.join()
+        let counters = fresh.withLock { $0 }
+        XCTAssertEqual(counters, LoopCounters())
+        XCTAssertEqual(Set(counters?.messagesDropped.keys ?? [:].keys), Set(MessageDropReason.allCases))
+        XCTAssertEqual(counters?.totalMessagesDropped, 0)
+    }
+
+    func testARunWithNoTimeMakesOnePassAndDoesNotCountAWakeUp() {
+        let mode = uniqueMode("look")
+        let source = InputSource {}
+        loop.add(source, to: mode)
+        let before = counters
+        for _ in 0..<3 { _ = loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: false) }
+        XCTAssertEqual(counters.passes - before.passes, 3)
+        XCTAssertEqual(counters.wakeUps - before.wakeUps, 0, "a pass that only looks does not sleep")
+        source.invalidate()
+    }
+
+    func testSleepingUntilATimerCountsOnePassAndOneWakeUp() throws {
+        // On a fresh loop: a wake-up left pending on this thread's loop would end the
+        // first sleep at once and count a second pass.
+        let result = LockedValue<(RunResult, LoopCounters)?>(nil)
+        TestThread {
+            let loop = ThreadRunLoop.current
+            loop.add(LoopTimer(after: .milliseconds(20)) { _ in }, to: .default)
+            let run = loop.run(mode: .default, timeout: .seconds(20), returnAfterSourceHandled: false)
+            result.withLock { $0 = (run, loop.snapshot().counters) }
+        }.join()
+        let (run, counters) = try XCTUnwrap(result.withLock { $0 })
+        XCTAssertEqual(run, .finished, "sleep until the timer, fire it, nothing left")
+        XCTAssertEqual(counters.passes, 1)
+        XCTAssertEqual(counters.wakeUps, 1)
+    }
+
+    func testEveryMessageDeliveredCountsAsHandled() throws {
+        let mode = uniqueMode("messages")
+        var received = 0
+        let port = try LocalPort { _ in received += 1; return nil }
+        loop.add(port, to: mode)
+        let before = counters
+        TestThread { for id in 0..<5 { try! port.send(LoopMessage(id: Int32(id))) } }.join()
+        XCTAssertTrue(runLoop(in: mode) { received == 5 })
+        XCTAssertEqual(counters.messagesHandled - before.messagesHandled, 5)
+        XCTAssertEqual(counters.totalMessagesDropped - before.totalMessagesDropped, 0)
+        port.invalidate()
+    }
+
+    func testMalformedMessagesAndUnknownVersionsAreCountedUnderTheirReasons() throws {
+        let mode = uniqueMode("malformed")
+        var delivered: [Int32] = []
+        let port = try LocalPort { message in delivered.append(message.id); return nil }
+        loop.add(port, to: mode)
+        let raw = try ZMQSocket(type: .push)
+        try raw.connect(port.inProcessAddress.rawValue)
+        let valid = WireCodec.encode(LoopMessage(id: 42).wire(kind: .message))
+        var badVersion = valid
+        badVersion[0][3] = 99
+        let before = counters
+        for frames in [[[1, 2, 3]], badVersion, [valid[0]], valid] { XCTAssertTrue(try raw.send(frames, dontWait: false)) }
+        XCTAssertTrue(runLoop(in: mode) { delivered == [42] })
+        let after = counters
+        XCTAssertEqual(after.messagesDropped[.malformed]! - before.messagesDropped[.malformed]!, 2)
+        XCTAssertEqual(after.messagesDropped[.unsupportedVersion]! - before.messagesDropped[.unsupportedVersion]!, 1)
+        XCTAssertEqual(after.messagesHandled - before.messagesHandled, 1, "dropped messages are not handled ones")
+        XCTAssertEqual(port.statistics.messagesDropped, 3)
+        port.invalidate()
+    }
+
+    func testAMessageForAPortWithoutHandlerIsCountedAsDroppedForNoHandler() throws {
+        let mode = uniqueMode("no-handler")
+        let port = try LocalPort()
+        loop.add(port, to: mode)
+        let before = counters
+        try port.send(LoopMessage(id: 1))
+        XCTAssertTrue(runLoop(in: mode) { port.statistics.messagesDropped == 1 })
+        XCTAssertEqual(counters.messagesDropped[.noHandler]! - before.messagesDropped[.noHandler]!, 1)
+        port.invalidate()
+    }
+
+    func testAReplyThatCannotBeSentIsCountedAsReplyNotSent() throws {
+        let mode = uniqueMode("no-reply-port")
+        var requests = 0
+        let port = try LocalPort { _ in requests += 1; return LoopMessage(id: 0, text: "lost") }
+        loop.add(port, to: mode)
+        // A request from a peer that gave no reply address.
+        let raw = try ZMQSocket(type: .push)
+        try raw.connect(port.inProcessAddress.rawValue)
+        let before = counters
+        XCTAssertTrue(try raw.send(WireCodec.encode(LoopMessage(id: 9).wire(kind: .request, correlationID: 1)), dontWait: false))
+        XCTAssertTrue(runLoop(in: mode) { requests == 1 })
+        XCTAssertEqual(counters.messagesDropped[.replyNotSent]! - before.messagesDropped[.replyNotSent]!, 1)
+        XCTAssertEqual(port.statistics.repliesFailed, 1)
+        port.invalidate()
+    }
+
+    func testAReplyArrivingAfterItsRequestTimedOutIsCountedAsLate() throws {
+        // The server is a port on this very thread, in a mode the request's wait does not
+        // run: it answers only once the request has given up.
+        let mode = uniqueMode("late")
+        var answered = 0
+        let server = try LocalPort { request in answered += 1; return LoopMessage(id: request.id) }
+        loop.add(server, to: mode)
+        let before = counters
+        XCTAssertThrowsError(try server.remote.sendRequest(LoopMessage(id: 3), receiveTimeout: .milliseconds(50))) {
+            guard case .receiveTimedOut = $0 as? PortError else { return XCTFail("\($0)") }
+        }
+        XCTAssertTrue(runLoop(in: mode) { answered == 1 })
+        XCTAssertTrue(runLoop(in: ReplyPort.mode) { counters.messagesDropped[.lateReply]! > before.messagesDropped[.lateReply]! })
+        XCTAssertEqual(counters.messagesDropped[.lateReply]! - before.messagesDropped[.lateReply]!, 1)
+        server.invalidate()
+    }
+}

@@ -1,0 +1,107 @@
+import Dispatch
+@testable import RunLoopKit
+import XCTest
+
+/// The main thread's loop. XCTest runs tests on the main thread, as a tool's `main.swift` runs.
+final class MainLoopTests: XCTestCase {
+    override func setUp() {
+        super.setUp()
+        precondition(ThreadRunLoop.main.isOwnerThread, "MainLoop's tests must run on the main thread")
+    }
+
+    /// Runs the main loop as a tool would, with a safety net that ends it (and fails) if nothing does.
+    private func runMainLoop(file: StaticString = #filePath, line: UInt = #line) {
+        let safetyNet = Deadline.after(.seconds(30))
+        MainLoop.perform(after: .seconds(30), tag: "safety net") { MainLoop.stop() }
+        MainLoop.run()
+        MainLoop.cancelPerformRequests(tagged: "safety net")
+        XCTAssertLessThan(Deadline.now(), safetyNet, "the main loop ran until the safety net", file: file, line: line)
+    }
+
+    func testRunServicesTheMainThreadUntilAWorkerStopsIt() throws {
+        let worker = try WorkerThread(name: "main-stopper")
+        let log = EventLog()
+        try worker.async {
+            MainLoop.async { log.append(ThreadRunLoop.main.isOwnerThread ? "on main" : "elsewhere") }
+            MainLoop.async { MainLoop.stop() }
+        }
+        XCTAssertFalse(MainLoop.isRunning)
+        runMainLoop()
+        XCTAssertFalse(MainLoop.isRunning)
+        XCTAssertEqual(log.all, ["on main"])
+        worker.stop()
+    }
+
+    func testAStopBeforeRunMakesTheNextRunReturnAtOnceAndOnlyThatOne() throws {
+        MainLoop.stop()
+        MainLoop.run() // returns at once
+        let worker = try WorkerThread(name: "main-stopper")
+        let ran = SharedValue(false)
+        try worker.async {
+            _ = try? MainLoop.perform(waitUntilDone: true) { ran.withLock { $0 = true } }
+            MainLoop.stop()
+        }
+        runMainLoop() // the earlier stop was consumed: this one runs until the worker's
+        XCTAssertTrue(ran.withLock { $0 })
+        worker.stop()
+    }
+
+    func testAStopOfTheLoopItselfDoesNotEndTheMainLoop() throws {
+        let worker = try WorkerThread(name: "main-stopper")
+        let log = EventLog()
+        try worker.async {
+            ThreadRunLoop.main.stop() // ends one run; MainLoop runs again
+            MainLoop.async {
+                log.append("still running")
+                MainLoop.stop()
+            }
+        }
+        runMainLoop()
+        XCTAssertEqual(log.all, ["still running"])
+        worker.stop()
+    }
+
+    func testSyncAndWaitUntilDoneFromAWorkerRunOnTheMainThread() throws {
+        let worker = try WorkerThread(name: "main-caller")
+        let outcome = SharedValue<(Bool, Bool, String)?>(nil)
+        try worker.async {
+            let onMain = (try? MainLoop.sync { ThreadRunLoop.main.isOwnerThread }) ?? false
+            let flag = SharedValue(false)
+            let request = try? MainLoop.perform(waitUntilDone: true) { flag.withLock { $0 = true } }
+            let error = (try? MainLoop.sync { () throws -> Int in throw WorkerError.cancelled }).map { _ in "none" } ?? "thrown"
+            outcome.withLock { $0 = (onMain, flag.withLock { $0 } && request?.state == .done, error) }
+            MainLoop.stop()
+        }
+        runMainLoop()
+        let (onMain, waited, error) = try XCTUnwrap(outcome.withLock { $0 })
+        XCTAssertTrue(onMain)
+        XCTAssertTrue(waited)
+        XCTAssertEqual(error, "thrown")
+        worker.stop()
+    }
+
+    func testWaitUntilDoneOnTheMainThreadItselfRunsAtOnce() throws {
+        let ran = SharedValue(false)
+        let request = try MainLoop.perform(waitUntilDone: true) { ran.withLock { $0 = true } }
+        XCTAssertTrue(ran.withLock { $0 })
+        XCTAssertEqual(request.state, .done)
+        XCTAssertEqual(try MainLoop.sync { 7 }, 7)
+    }
+
+    func testADelayedPerformOnTheMainThreadFromAWorkerRunsAndCanBeCancelled() throws {
+        let worker = try WorkerThread(name: "main-delay")
+        let log = EventLog()
+        try worker.sync {
+            MainLoop.perform(after: .milliseconds(20), tag: "cancelled") { log.append("cancelled") }
+            MainLoop.perform(after: .milliseconds(30), tag: "kept") { log.append("kept") }
+            MainLoop.cancelPerformRequests(tagged: "cancelled")
+            MainLoop.perform(after: .milliseconds(60)) {
+                log.append("last")
+                MainLoop.stop()
+            }
+        }
+        runMainLoop()
+        XCTAssertEqual(log.all, ["kept", "last"])
+        worker.stop()
+    }
+}

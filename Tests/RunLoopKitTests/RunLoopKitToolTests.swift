@@ -1,0 +1,237 @@
+import Dispatch
+import Foundation
+import Glibc
+@testable import RunLoopKit
+import XCTest
+
+/// The `runloopkit` tool, run as a process against a named port served by a loop thread
+/// of this process. The tool is built by `swift build` or `swift test` (a test target cannot
+/// depend on an executable): without it these tests are skipped, except on CI (CI=true),
+/// where they fail (see `builtExecutable`).
+final class RunLoopKitToolTests: XCTestCase {
+    /// The named port the tool talks to: it records what it gets, and replies to a
+    /// request with "echo: " and the request's text.
+    private final class EchoServer: @unchecked Sendable {
+        let name = "tool-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let received = LockedValue<[LoopMessage]>([])
+        let arrived = DispatchSemaphore(value: 0)
+        private let port = LockedValue<LocalPort?>(nil)
+        private var thread: LoopThread?
+
+        init() {
+            let (name, received, arrived, port) = (name, received, arrived, port)
+            thread = LoopThread { loop in
+                let served = try! LocalPort(name: name) { message in
+                    received.withLock { $0.append(message) }
+                    arrived.signal()
+                    return LoopMessage(id: message.id, text: "echo: \(message.text ?? "")")
+                }
+                loop.add(served, to: .default)
+                port.withLock { $0 = served }
+            }
+        }
+
+        func stop() {
+            port.withLock { $0?.invalidate() }
+            thread?.stop()
+        }
+    }
+
+    private struct ToolRun {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+        let pid: Int32
+
+        var json: [String: Any]? {
+            (try? JSONSerialization.jsonObject(with: Data(stdout.utf8))) as? [String: Any]
+        }
+        var stderrLines: [Substring] { stderr.split(separator: "\n") }
+    }
+
+    private func runTool(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> ToolRun {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try builtExecutable("runloopkit", file: file, line: line))
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["RUNLOOPKIT_RUNTIME_DIR"] = try RuntimeDirectory.path() // the directory this process uses
+        process.environment = environment
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        // Both outputs are small; reading to the end waits for the tool to close them (exit).
+        let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        waitOrFail(exited, seconds: 60, "runloopkit \(arguments) to exit", file: file, line: line)
+        return ToolRun(status: process.terminationStatus, stdout: stdout, stderr: stderr, pid: process.processIdentifier)
+    }
+
+    // MARK: - ports
+
+    func testPortsListsALiveNamedPortWithItsOwnerAndADeadOneAsDead() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        let dead = "tool-dead-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = try RuntimeDirectory.path()
+        XCTAssertTrue(FileManager.default.createFile(atPath: "\(directory)/\(dead).lock", contents: Data("999999\n".utf8)))
+        defer { unlink("\(directory)/\(dead).lock") }
+
+        let text = try runTool(["ports"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let lines = text.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.first, "runtime directory: \(directory)")
+        let live = try XCTUnwrap(lines.first { $0.hasPrefix(server.name + " ") }, text.stdout)
+        XCTAssertEqual(live.split(separator: " ").suffix(2), ["\(getpid())", "live"])
+        let stale = try XCTUnwrap(lines.first { $0.hasPrefix(dead + " ") }, text.stdout)
+        XCTAssertEqual(stale.split(separator: " ").suffix(2), ["999999", "dead"])
+
+        let json = try XCTUnwrap(try runTool(["ports", "--json"]).json)
+        XCTAssertEqual(json["runtimeDirectory"] as? String, directory)
+        let ports = try XCTUnwrap(json["ports"] as? [[String: Any]])
+        let entry = try XCTUnwrap(ports.first { $0["name"] as? String == server.name })
+        XCTAssertEqual(entry["pid"] as? Int, Int(getpid()))
+        XCTAssertEqual(entry["alive"] as? Bool, true)
+        XCTAssertEqual(entry["address"] as? String, "ipc://\(directory)/\(server.name).sock")
+        XCTAssertEqual(ports.first { $0["name"] as? String == dead }?["alive"] as? Bool, false)
+    }
+
+    // MARK: - send
+
+    func testSendDeliversTextOrAFilesBytesToTheNamedPort() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        let sent = try runTool(["send", server.name, "--id", "3", "--data", "hi"])
+        XCTAssertEqual(sent.status, 0, sent.stderr)
+        XCTAssertEqual(sent.stdout, "sent message 3 (2 bytes) to '\(server.name)'\n")
+        waitOrFail(server.arrived, "the message")
+
+        let bytes: [UInt8] = [0, 1, 2, 0xFF]
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("runloopkit-tool-\(getpid()).bin").path
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        defer { unlink(path) }
+        let json = try runTool(["send", server.name, "--id=-4", "--file", path, "--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertEqual(json.json?["bytes"] as? Int, 4)
+        waitOrFail(server.arrived, "the file's message")
+
+        let received = server.received.withLock { $0 }
+        XCTAssertEqual(received.map(\.id), [3, -4])
+        XCTAssertEqual(received.first?.text, "hi")
+        XCTAssertEqual(received.last?.data, [bytes])
+        XCTAssertEqual(received.map(\.replyPort), [nil, nil], "a plain message, not a request")
+    }
+
+    // MARK: - request
+
+    func testRequestPrintsTheReplyAndLeavesNoReplyPortNameBehind() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        let text = try runTool(["request", server.name, "--id", "7", "--data", "hello"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        XCTAssertEqual(text.stdout, "echo: hello\n")
+        XCTAssertEqual(server.received.withLock { $0 }.map(\.id), [7])
+
+        let json = try runTool(["request", server.name, "--id", "8", "--data", "again", "--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let reply = try XCTUnwrap(json.json?["reply"] as? [String: Any], json.stdout)
+        XCTAssertEqual(reply["id"] as? Int, 8, "a reply carries its request's id")
+        XCTAssertEqual((reply["components"] as? [[String: Any]])?.first?["data"] as? String, "echo: again")
+        XCTAssertNotNil(json.json?["roundTripMicroseconds"] as? Double)
+
+        // The tool's private reply port was registered for the reply and given back.
+        let leftovers = try PortRegistry.registeredNames().filter {
+            $0.name.hasPrefix("\(PortRegistry.replyPortPrefix)\(text.pid).") || $0.name.hasPrefix("\(PortRegistry.replyPortPrefix)\(json.pid).")
+        }
+        XCTAssertEqual(leftovers, [])
+    }
+
+    // MARK: - ping
+
+    func testPingReportsRoundTripPercentiles() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        let run = try runTool(["ping", server.name, "--count", "20", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try XCTUnwrap(run.json, run.stdout)
+        XCTAssertEqual(json["requests"] as? Int, 20)
+        XCTAssertEqual(json["replies"] as? Int, 20)
+        XCTAssertEqual(json["timeouts"] as? Int, 0)
+        let roundTrip = try XCTUnwrap(json["roundTripMicroseconds"] as? [String: Double], run.stdout)
+        let (low, p50, p99, high) = (roundTrip["min"]!, roundTrip["p50"]!, roundTrip["p99"]!, roundTrip["max"]!)
+        XCTAssertTrue(0 < low && low <= p50 && p50 <= p99 && p99 <= high, "\(roundTrip)")
+        XCTAssertEqual(server.received.withLock { $0 }.count, 21, "one warm-up and twenty measured requests")
+
+        let text = try runTool(["ping", server.name, "--count", "3", "--warmup", "0"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        XCTAssertTrue(text.stdout.hasPrefix("ping '\(server.name)': 3 requests, 3 replies, 0 timed out\n"), text.stdout)
+        XCTAssertTrue(text.stdout.contains("round trip (µs): min "), text.stdout)
+    }
+
+    // MARK: - Errors and exit codes
+
+    func testAnUnknownNameExitsWith2AndOneLineOnStderr() throws {
+        let name = "tool-nobody-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        for command in [["send", name, "--id", "1"], ["request", name, "--id", "1"], ["ping", name]] {
+            let run = try runTool(command)
+            XCTAssertEqual(run.status, 2, "\(command): \(run.stderr)")
+            XCTAssertEqual(run.stderrLines.count, 1, run.stderr)
+            XCTAssertTrue(run.stderr.hasPrefix("runloopkit: unknown port name '\(name)'"), run.stderr)
+            XCTAssertEqual(run.stdout, "")
+        }
+        let json = try runTool(["send", name, "--id", "1", "--json"])
+        XCTAssertEqual(json.status, 2)
+        let error = try XCTUnwrap(json.json?["error"] as? [String: Any], json.stdout)
+        XCTAssertEqual(error["kind"] as? String, "unknownName")
+        XCTAssertEqual(error["exitCode"] as? Int, 2)
+    }
+
+    func testANameWhoseOwnerDiedExitsWith3() throws {
+        let name = "tool-dead-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = try RuntimeDirectory.path()
+        XCTAssertTrue(FileManager.default.createFile(atPath: "\(directory)/\(name).lock", contents: Data("999999\n".utf8)))
+        defer { unlink("\(directory)/\(name).lock") }
+        let run = try runTool(["request", name, "--id", "1"])
+        XCTAssertEqual(run.status, 3, run.stderr)
+        XCTAssertEqual(run.stderrLines, ["runloopkit: the owner of port '\(name)' (pid 999999) is dead: the name is stale"])
+    }
+
+    func testARequestNobodyAnswersExitsWith4() throws {
+        // A named port on this thread, whose loop does not run while the tool waits.
+        let name = "tool-silent-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let port = try LocalPort(name: name) { _ in nil }
+        defer { port.invalidate() }
+        let run = try runTool(["request", name, "--id", "1", "--timeout", "0.3"])
+        XCTAssertEqual(run.status, 4, run.stderr)
+        XCTAssertEqual(run.stderrLines, ["runloopkit: timed out: no reply from '\(name)' within 0.3 s"])
+        let ping = try runTool(["ping", name, "--count", "2", "--warmup", "0", "--timeout", "0.2", "--json"])
+        XCTAssertEqual(ping.status, 4, ping.stderr)
+        XCTAssertEqual(ping.json?["timeouts"] as? Int, 2, "the partial result is printed first")
+        XCTAssertEqual(ping.stderrLines.count, 1, ping.stderr)
+    }
+
+    func testBadArgumentsExitWith1() throws {
+        for arguments in [["send"], ["send", "x"], ["send", "x", "--id", "1", "--data", "a", "--file", "b"],
+                          ["ping", "x", "--count", "0"], ["send", "../x", "--id", "1"], ["request", "x", "--id", "nine"],
+                          ["send", "x", "--id", "1", "--file", "/nonexistent/\(getpid())"], ["bogus"]] {
+            let run = try runTool(arguments)
+            XCTAssertEqual(run.status, 1, "\(arguments): \(run.stderr)")
+            XCTAssertFalse(run.stderr.isEmpty, "\(arguments)")
+        }
+        XCTAssertEqual(try runTool(["--help"]).status, 0)
+    }
+
+    // MARK: - The flushed send behind `send`
+
+    func testAFlushedSendReachesANamedPortThroughAContextOfItsOwn() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        let address = try XCTUnwrap(PortRegistry.registration(named: server.name)).address
+        try RemotePort.sendFlushed(LoopMessage(id: 11, text: "flushed"), to: address, before: .after(.seconds(10)))
+        waitOrFail(server.arrived, "the flushed message")
+        XCTAssertEqual(server.received.withLock { $0 }.map(\.text), ["flushed"])
+    }
+}

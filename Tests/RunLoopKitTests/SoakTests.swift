@@ -1,0 +1,184 @@
+import Dispatch
+import Foundation
+import Glibc
+@testable import RunLoopKit
+import Synchronization
+import XCTest
+
+/// Load: 8 threads and 2 processes exchange messages and request/replies through many
+/// ports while sender workers are stopped and started at random. Every accepted message
+/// must arrive exactly once and in its sender's order, and nothing may hang.
+///
+/// `RUNLOOPKIT_SOAK_SECONDS` sets the duration (default 20); `RUNLOOPKIT_SOAK_REPORT`
+/// names a file to write the figures to.
+final class SoakTests: XCTestCase {
+    /// A stable thread with a sink port that checks each sender's sequence.
+    final class Hub: @unchecked Sendable {
+        struct Tally {
+            var last: [Int32: Int] = [:] // sender → last sequence number seen
+            var delivered = 0
+            var outOfOrder = 0
+            var duplicates = 0
+            var expected: Int?
+            var reached: DispatchSemaphore?
+        }
+
+        let worker: WorkerThread
+        let port: RemotePort
+        let tally = LockedValue(Tally())
+
+        init(index: Int) throws {
+            let tally = tally
+            let published = LockedValue<RemotePort?>(nil)
+            worker = try WorkerThread(name: "hub-\(index)") {
+                let sink = try! LocalPort { message in
+                    let sequence = message.data.first.map { $0.withUnsafeBytes { Int($0.loadUnaligned(as: UInt64.self)) } } ?? -1
+                    tally.withLock { tally in
+                        let last = tally.last[message.id, default: 0]
+                        if sequence <= last { tally.duplicates += 1 } else if sequence != last + 1 { tally.outOfOrder += 1 }
+                        tally.last[message.id] = max(last, sequence)
+                        tally.delivered += 1
+                        if tally.delivered == tally.expected { tally.reached?.signal() }
+                    }
+                    return nil
+                }
+                ThreadRunLoop.current.add(sink, to: .default)
+                published.withLock { $0 = sink.remote }
+            }
+            port = published.withLock { $0! }
+        }
+
+        /// Waits until `expected` messages in all have arrived (or the safety net passes).
+        func waitForDelivery(of expected: Int, seconds: Double) -> Bool {
+            let reached = DispatchSemaphore(value: 0)
+            let already = tally.withLock { tally in
+                tally.expected = expected
+                tally.reached = reached
+                return tally.delivered >= expected
+            }
+            return already || reached.wait(timeout: .now() + seconds) == .success
+        }
+    }
+
+    /// A worker sending numbered messages to random hubs and requests to the processes
+    /// until told to stop.
+    final class Sender: @unchecked Sendable {
+        let id: Int32
+        let worker: WorkerThread
+        let stopping = Atomic<Bool>(false)
+        let accepted = LockedValue<[Int: Int]>([:]) // hub → messages it took from us
+        let requests = LockedValue((answered: 0, failed: 0))
+
+        init(id: Int32, hubs: [Hub], peers: [RemotePort]) throws {
+            self.id = id
+            worker = try WorkerThread(name: "sender-\(id)")
+            try worker.async { [self] in
+                var count = 0
+                while !stopping.load(ordering: .relaxed) {
+                    let hub = Int.random(in: 0..<hubs.count)
+                    let sequence = accepted.withLock { $0[hub, default: 0] } + 1
+                    let bytes = withUnsafeBytes(of: UInt64(sequence)) { Array($0) }
+                    if (try? hubs[hub].port.send(LoopMessage(id: id, components: [.data(bytes)]), timeout: .seconds(5))) != nil {
+                        accepted.withLock { $0[hub, default: 0] += 1 }
+                    }
+                    count += 1
+                    if count % 200 == 0, let peer = peers.randomElement() {
+                        let reply = try? peer.sendRequest(LoopMessage(id: 1, text: "job"), sendTimeout: .seconds(5),
+                                                          receiveTimeout: .seconds(5))
+                        requests.withLock { reply == nil ? ($0.failed += 1) : ($0.answered += 1) }
+                    }
+                }
+            }
+        }
+
+        func stop() {
+            stopping.store(true, ordering: .relaxed)
+            worker.stop()
+        }
+    }
+
+    func testUnderLoadAndWorkerChurnEveryAcceptedMessageArrivesExactlyOnceInOrder() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let seconds = environment["RUNLOOPKIT_SOAK_SECONDS"].flatMap(Int.init) ?? 20
+        let peerBinary = try builtExecutable("multiprocess-checkin")
+        let loop = ThreadRunLoop.current
+
+        // Two peer processes, checked in by name over ipc.
+        let mainName = "soak-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        var peers: [RemotePort] = []
+        let checkins = try LocalPort(name: mainName) { message in
+            if message.id == 100, let name = message.text, let peer = try? RemotePort(named: name) { peers.append(peer) }
+            return nil
+        }
+        loop.add(checkins, to: .default)
+        let processes = try (0..<2).map { index in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: peerBinary)
+            process.arguments = ["--worker-of", mainName, "--index", "\(index)", "--lifetime", "\(seconds + 120)"]
+            try process.run()
+            return process
+        }
+        defer { for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let checkinLimit = Deadline.after(.seconds(30))
+        while peers.count < 2 && Deadline.now() < checkinLimit { loop.run(mode: .default, before: checkinLimit) }
+        XCTAssertEqual(peers.count, 2, "both peer processes checked in")
+
+        // Four hubs and four senders: eight threads. Every 100 ms a random sender is replaced.
+        let hubs = try (0..<4).map { try Hub(index: $0) }
+        var nextID: Int32 = 0
+        func newSender() throws -> Sender {
+            nextID += 1
+            return try Sender(id: nextID, hubs: hubs, peers: peers)
+        }
+        var senders = try (0..<4).map { _ in try newSender() }
+        var retired: [Sender] = []
+        var churnError: Error?
+        let churn = LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { _ in
+            let slot = Int.random(in: 0..<senders.count)
+            senders[slot].stop()
+            retired.append(senders[slot])
+            do { senders[slot] = try newSender() } catch { churnError = error }
+        }
+        loop.add(churn, to: .default)
+        loop.run(until: .after(.seconds(Int64(seconds))))
+        churn.invalidate()
+        for sender in senders { sender.stop() }
+        XCTAssertNil(churnError)
+
+        // Every message a hub accepted must arrive there, exactly once, in order.
+        let everyone = retired + senders
+        var acceptedPerHub = [Int](repeating: 0, count: hubs.count)
+        for sender in everyone {
+            for (hub, count) in sender.accepted.withLock({ $0 }) { acceptedPerHub[hub] += count }
+        }
+        for (index, hub) in hubs.enumerated() {
+            XCTAssertTrue(hub.waitForDelivery(of: acceptedPerHub[index], seconds: 60), "hub \(index) got all it accepted")
+        }
+        let tallies = hubs.map { $0.tally.withLock { $0 } }
+        let delivered = tallies.reduce(0) { $0 + $1.delivered }
+        let accepted = acceptedPerHub.reduce(0, +)
+        let requests = everyone.reduce((answered: 0, failed: 0)) { total, sender in
+            let mine = sender.requests.withLock { $0 }
+            return (total.answered + mine.answered, total.failed + mine.failed)
+        }
+        XCTAssertEqual(delivered, accepted, "lost \(accepted - delivered)")
+        XCTAssertEqual(tallies.reduce(0) { $0 + $1.outOfOrder }, 0)
+        XCTAssertEqual(tallies.reduce(0) { $0 + $1.duplicates }, 0)
+        XCTAssertEqual(requests.failed, 0, "every request to a live peer process was answered")
+        XCTAssertGreaterThan(requests.answered, 0)
+
+        for hub in hubs { hub.worker.stop() }
+        for peer in peers { try? peer.send(LoopMessage(id: 3), timeout: .seconds(1)) }
+        for process in processes { process.waitUntilExit() }
+        checkins.invalidate()
+
+        let report = """
+            soak: \(seconds) s, 8 threads (4 hubs, 4 senders) and 2 processes; \(everyone.count) sender workers \
+            started, \(retired.count) stopped at random mid-stream; \(accepted) messages accepted, \(delivered) delivered, \
+            \(accepted - delivered) lost, 0 duplicated, 0 out of order; \(requests.answered) cross-process request/replies \
+            answered, \(requests.failed) failed
+            """
+        print(report)
+        if let path = environment["RUNLOOPKIT_SOAK_REPORT"] { try report.write(toFile: path, atomically: true, encoding: .utf8) }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Glibc
+
+/// The process's threads, open descriptors and resident memory, from `/proc/self`.
+struct ProcessResources: CustomStringConvertible {
+    let threads: Int
+    let descriptors: Int
+    let residentKilobytes: Int
+
+    static func measure() -> ProcessResources {
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Int {
+            for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
+                // "Threads:\t5", "VmRSS:\t   1234 kB"
+                return Int(line.dropFirst(name.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "") ?? -1
+            }
+            return -1
+        }
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+        return ProcessResources(threads: field("Threads"), descriptors: descriptors, residentKilobytes: field("VmRSS"))
+    }
+
+    var description: String {
+        "\(threads) threads, \(descriptors) descriptors, \(residentKilobytes / 1024) MB resident"
+    }
+}
+
+/// The names of the process's live threads (`/proc/self/task/*/comm`).
+func liveThreadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { task in
+        (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .newlines)
+    }
+}
+
+/// The calling thread's system name.
+func currentThreadName() -> String {
+    ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
+        .trimmingCharacters(in: .newlines)
+}
+
+/// Whether a sanitizer's runtime is loaded: its allocator (ASan's quarantine of freed
+/// memory) and per-thread state make resident memory no measure of leaks.
+let runningUnderSanitizer = ["__asan_init", "__tsan_init"].contains { (name: String) in dlsym(nil, name) != nil }

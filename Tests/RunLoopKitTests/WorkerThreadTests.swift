@@ -1,0 +1,443 @@
+import Dispatch
+import Foundation
+@testable import RunLoopKit
+import XCTest
+
+final class WorkerThreadTests: XCTestCase {
+    private struct Oops: Error, Equatable {}
+
+    // MARK: - Start
+
+    func testInitReturnsARunningWorkerWhoseThreadIsNamedWithAtMost15Bytes() throws {
+        let worker = try WorkerThread(name: "a-rather-long-worker-name")
+        XCTAssertEqual(worker.state, .running)
+        XCTAssertFalse(worker.isCurrent)
+        XCTAssertEqual(try worker.sync { currentThreadName() }, "a-rather-long-w")
+        XCTAssertTrue(liveThreadNames().contains("a-rather-long-w"))
+        XCTAssertEqual(NativeThread.truncated("abcdefghijklmnö"), "abcdefghijklmn", "cut on a character boundary")
+        worker.stop()
+    }
+
+    func testSetUpRunsOnTheWorkerBeforeInitReturns() throws {
+        let setUpThread = SharedValue<String?>(nil)
+        let worker = try WorkerThread(name: "set-up") { setUpThread.withLock { $0 = currentThreadName() } }
+        XCTAssertEqual(setUpThread.withLock { $0 }, "set-up")
+        worker.stop()
+    }
+
+    // MARK: - Perform
+
+    func testWorkFromAnotherThreadRunsOnTheWorkerInFIFOOrder() throws {
+        let worker = try WorkerThread(name: "fifo")
+        let log = EventLog()
+        for index in 0..<200 {
+            try worker.async { log.append(worker.isCurrent ? "\(index)" : "wrong thread") }
+        }
+        try worker.sync {} // the requests before it have run
+        XCTAssertEqual(log.all, (0..<200).map(String.init))
+        worker.stop()
+    }
+
+    func testSyncReturnsTheResultAndRethrowsTheClosuresError() throws {
+        let worker = try WorkerThread(name: "sync")
+        XCTAssertEqual(try worker.sync { worker.isCurrent ? 42 : -1 }, 42)
+        XCTAssertThrowsError(try worker.sync { throw Oops() }) { XCTAssertEqual($0 as? Oops, Oops()) }
+        XCTAssertEqual(worker.state, .running, "a throwing closure does not harm the worker")
+        worker.stop()
+    }
+
+    func testPerformWaitUntilDoneBlocksTheCallerUntilTheWorkRan() throws {
+        let worker = try WorkerThread(name: "wait")
+        let gate = DispatchSemaphore(value: 0)
+        try worker.async { gate.wait() } // keeps the worker busy: the next request must wait
+        let ran = SharedValue(false)
+        let caller = TestThread {
+            let request = try? worker.perform(waitUntilDone: true) { ran.withLock { $0 = true } }
+            XCTAssertEqual(request?.state, .done)
+            XCTAssertTrue(ran.withLock { $0 }, "the caller returns only once the work ran")
+        }
+        XCTAssertFalse(ran.withLock { $0 })
+        gate.signal()
+        caller.join()
+        let request = try worker.perform(waitUntilDone: false) {}
+        try worker.sync {}
+        XCTAssertEqual(request.state, .done)
+        worker.stop()
+    }
+
+    func testWaitUntilDoneOnTheWorkersOwnThreadRunsAtOnceWhileAsyncIsQueued() throws {
+        let worker = try WorkerThread(name: "own-thread")
+        let log = EventLog()
+        try worker.sync {
+            try worker.async { log.append("queued") }
+            try worker.perform(waitUntilDone: true) { log.append("at once") }
+            XCTAssertEqual(try worker.sync { "nested sync" }, "nested sync")
+            log.append("after")
+        }
+        try worker.sync {}
+        XCTAssertEqual(log.all, ["at once", "after", "queued"])
+        worker.stop()
+    }
+
+    func testWorkForAnotherModeWaitsUntilWorkOnTheWorkerRunsTheLoopInThatMode() throws {
+        let worker = try WorkerThread(name: "modes") {
+            // The private mode needs an item of its own for a run in it to start.
+            ThreadRunLoop.current.add(LoopTimer(after: .seconds(1000)) { _ in }, to: "private")
+        }
+        let log = EventLog()
+        try worker.async(inModes: ["private"]) { log.append("private") }
+        try worker.sync(inModes: [.default]) { log.append("default") }
+        XCTAssertEqual(log.all, ["default"], "the worker runs its default mode")
+        let result = try worker.sync {
+            ThreadRunLoop.current.run(mode: "private", timeout: .seconds(10), returnAfterSourceHandled: true)
+        }
+        XCTAssertEqual(result, .handledSource)
+        XCTAssertEqual(log.all, ["default", "private"])
+        worker.stop()
+    }
+
+    // MARK: - Delayed performs
+
+    func testADelayedPerformFromAnotherThreadRunsOnTheWorkerAfterItsDelay() throws {
+        let worker = try WorkerThread(name: "delayed")
+        let ran = DispatchSemaphore(value: 0)
+        let observed = SharedValue<(Duration, Bool)?>(nil)
+        let start = Deadline.now()
+        try worker.perform(after: .milliseconds(50)) {
+            observed.withLock { $0 = (Deadline.now() - start, worker.isCurrent) }
+            ran.signal()
+        }
+        waitOrFail(ran, "the delayed perform")
+        let (elapsed, onWorker) = try XCTUnwrap(observed.withLock { $0 })
+        XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(50))
+        XCTAssertTrue(onWorker)
+        worker.stop()
+    }
+
+    func testADelayedPerformOnTheWorkersOwnThreadIsScheduledOnItsLoop() throws {
+        let worker = try WorkerThread(name: "delayed-own")
+        let ran = DispatchSemaphore(value: 0)
+        try worker.sync {
+            try worker.perform(after: .milliseconds(10)) { ran.signal() }
+            let scheduled = worker.loop.queueLock.withLock { worker.loop.delayedRequests.count }
+            XCTAssertEqual(scheduled, 1, "scheduled at once, as a timer")
+        }
+        waitOrFail(ran, "the delayed perform")
+        worker.stop()
+    }
+
+    func testCancellingByTagKeepsOnlyThoseDelayedPerformsFromRunning() throws {
+        let worker = try WorkerThread(name: "cancel")
+        let log = EventLog()
+        let done = DispatchSemaphore(value: 0)
+        try worker.perform(after: .milliseconds(100), tag: "cancelled") { log.append("cancelled") }
+        try worker.perform(after: .milliseconds(150), tag: "kept") { log.append("kept") }
+        try worker.sync {} // the first two are scheduled: cancel them as timers
+        let gate = DispatchSemaphore(value: 0)
+        try worker.async { gate.wait() } // and this one while its hand-over is still queued
+        try worker.perform(after: .milliseconds(100), tag: "cancelled") { log.append("cancelled too") }
+        XCTAssertEqual(worker.cancelPerformRequests(tagged: "cancelled"), 2, "one timer and one hand-over")
+        gate.signal()
+        // Timers fire in date order: once this one ran, the cancelled ones would have.
+        try worker.perform(after: .milliseconds(200)) { done.signal() }
+        waitOrFail(done, "the last delayed perform")
+        XCTAssertEqual(log.all, ["kept"])
+        XCTAssertEqual(worker.cancelPerformRequests(), 0, "nothing left to cancel")
+        worker.stop()
+    }
+
+    func testCancellingQueuedWorkWakesItsWaiterWithCancelled() throws {
+        let worker = try WorkerThread(name: "cancel-wait")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        try worker.async { busy.signal(); gate.wait() }
+        waitOrFail(busy, "the worker to be busy")
+        let queued = try worker.async(tag: "job") { XCTFail("cancelled work ran") }
+        XCTAssertEqual(worker.cancelPerformRequests(tagged: "job"), 1)
+        XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
+            XCTAssertEqual($0 as? WorkerError, .cancelled)
+        }
+        gate.signal()
+        worker.stop()
+    }
+
+    func testCancellingReachesARequestTakenInTheBatchInProgress() throws {
+        let worker = try WorkerThread(name: "cancel-batch")
+        let gates = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let busy = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        try worker.async { busy.0.signal(); gates.0.wait() }
+        waitOrFail(busy.0, "the first work")
+        // Both queued while the worker is busy: its next pass takes them in one batch.
+        try worker.async { busy.1.signal(); gates.1.wait() }
+        let taken = try worker.async(tag: "x") { XCTFail("cancelled work ran") }
+        gates.0.signal()
+        waitOrFail(busy.1, "the second work")
+        XCTAssertEqual(worker.cancelPerformRequests(tagged: "x"), 1, "taken but not yet run: still cancellable")
+        gates.1.signal()
+        try worker.sync {}
+        XCTAssertEqual(taken.state, .cancelled)
+        worker.stop()
+    }
+
+    func testCancelledDelayedPerformsAreNotKeptByTheWorkersLoop() throws {
+        let worker = try WorkerThread(name: "cancel-many")
+        let kept = try worker.sync {
+            for _ in 0..<1000 {
+                try worker.perform(after: .seconds(3600), tag: "retry") {}
+                worker.cancelPerformRequests(tagged: "retry")
+                ThreadRunLoop.current.perform(after: .seconds(3600)) {}.cancel()
+            }
+            return worker.loop.queueLock.withLock { worker.loop.delayedRequests.count }
+        }
+        XCTAssertLessThanOrEqual(kept, 1, "at most the last one, cancelled directly, until the next perform(after:)")
+        worker.stop()
+    }
+
+    // MARK: - A stopped worker
+
+    func testHandingWorkToAStoppedWorkerThrowsStoppedAndNeverHangs() throws {
+        let worker = try WorkerThread(name: "stopped")
+        worker.stop()
+        XCTAssertEqual(worker.state, .stopped)
+        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try worker.sync { 1 }) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try worker.perform(waitUntilDone: true) {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try worker.perform(after: .zero) {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertEqual(worker.cancelPerformRequests(), 0)
+        // The loop itself, used directly, fails cleanly too.
+        XCTAssertEqual(worker.loop.perform {}.state, .cancelled)
+        XCTAssertThrowsError(try worker.loop.performAndWait { 1 }) {
+            XCTAssertEqual($0 as? RunLoopError, .loopTerminated)
+        }
+    }
+
+    // MARK: - Stop
+
+    func testStopJoinsTheThreadAndStoppingTwiceIsHarmless() throws {
+        let worker = try WorkerThread(name: "stop-twice")
+        XCTAssertTrue(liveThreadNames().contains("stop-twice"))
+        worker.stop()
+        XCTAssertEqual(worker.state, .stopped)
+        XCTAssertFalse(liveThreadNames().contains("stop-twice"), "joined: the thread is gone")
+        worker.stop()
+        worker.stop(pending: .cancel)
+        XCTAssertEqual(worker.state, .stopped)
+    }
+
+    func testStopFromSeveralThreadsAtOnceReturnsEverywhereOnceTheThreadIsJoined() throws {
+        let worker = try WorkerThread(name: "stop-many")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        try worker.async { busy.signal(); gate.wait() } // every stopper arrives while it works
+        waitOrFail(busy, "the worker to be busy")
+        let go = DispatchSemaphore(value: 0)
+        let states = SharedValue<[WorkerThread.State]>([])
+        let stoppers = (0..<8).map { index in
+            TestThread {
+                go.wait()
+                worker.stop(pending: index.isMultiple(of: 2) ? .run : .cancel)
+                states.withLock { $0.append(worker.state) }
+            }
+        }
+        for _ in stoppers { go.signal() }
+        gate.signal()
+        for stopper in stoppers { stopper.join() }
+        XCTAssertEqual(states.withLock { $0 }, Array(repeating: .stopped, count: 8))
+        XCTAssertFalse(liveThreadNames().contains("stop-many"))
+    }
+
+    func testStopRunsTheWorkQueuedBeforeItByDefault() throws {
+        let worker = try WorkerThread(name: "stop-run")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        let log = EventLog()
+        try worker.async { busy.signal(); gate.wait() }
+        waitOrFail(busy, "the worker to be busy")
+        let requests = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
+        let stopping = DispatchSemaphore(value: 0)
+        let stopper = TestThread {
+            stopping.signal()
+            worker.stop()
+        }
+        waitOrFail(stopping, "the stopper")
+        gate.signal()
+        stopper.join()
+        XCTAssertEqual(log.all, ["0", "1", "2"])
+        XCTAssertEqual(requests.map(\.state), [.done, .done, .done])
+    }
+
+    func testStopOnTheWorkersOwnThreadRunsThePendingWorkInItsLastStep() throws {
+        let worker = try WorkerThread(name: "self-stop")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        let log = EventLog()
+        let selfStop = try worker.async {
+            busy.signal()
+            gate.wait()
+            worker.stop() // cannot join itself: returns at once
+            log.append("stop returned")
+        }
+        waitOrFail(busy, "the worker to be busy")
+        // Queued after the running batch: these run in the worker's last step.
+        let pending = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
+        gate.signal()
+        worker.stop() // from here: joins
+        XCTAssertEqual(selfStop.state, .done)
+        XCTAssertEqual(log.all, ["stop returned", "0", "1", "2"])
+        XCTAssertEqual(pending.map(\.state), [.done, .done, .done])
+        XCTAssertEqual(worker.state, .stopped)
+    }
+
+    func testStopWithCancelCancelsQueuedWorkAndWakesItsWaitersAtOnce() throws {
+        let worker = try WorkerThread(name: "stop-cancel")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        try worker.async { busy.signal(); gate.wait() }
+        waitOrFail(busy, "the worker to be busy")
+        let queued = try worker.async { XCTFail("cancelled work ran") }
+        let stopper = TestThread { worker.stop(pending: .cancel) }
+        // The worker is still busy (the gate is closed), yet the waiter wakes: the stop cancelled its work.
+        XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
+            XCTAssertEqual($0 as? WorkerError, .stopped)
+        }
+        XCTAssertEqual(worker.state, .stopping)
+        gate.signal()
+        stopper.join()
+        XCTAssertEqual(worker.state, .stopped)
+        XCTAssertEqual(queued.state, .cancelled)
+    }
+
+    func testACallerBlockedInSyncWhileTheWorkerStopsGetsStopped() throws {
+        let worker = try WorkerThread(name: "sync-stop")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        try worker.async { busy.signal(); gate.wait() }
+        waitOrFail(busy, "the worker to be busy")
+        let outcome = SharedValue<Result<Int, WorkerError>?>(nil)
+        let caller = TestThread {
+            let result = Result { try worker.sync { 1 } }.mapError { $0 as? WorkerError ?? .cancelled }
+            outcome.withLock { $0 = result }
+        }
+        // Queued before the stop or refused after it: either way, an error and no hang.
+        let stopper = TestThread { worker.stop(pending: .cancel) }
+        caller.join()
+        XCTAssertEqual(outcome.withLock { $0 }, .failure(.stopped))
+        gate.signal()
+        stopper.join()
+    }
+
+    func testWorkQueuedOnTheLoopAfterTheWorkersLastStepIsCancelledAsTheThreadExits() throws {
+        let worker = try WorkerThread(name: "teardown")
+        let gate = DispatchSemaphore(value: 0)
+        let busy = DispatchSemaphore(value: 0)
+        let late = SharedValue<PerformRequest?>(nil)
+        let lateWaiter = SharedValue<TestThread?>(nil)
+        let lateWaiterOutcome = SharedValue<Result<Int, RunLoopError>?>(nil)
+        try worker.async {
+            busy.signal()
+            gate.wait()
+            worker.stop()
+        }
+        waitOrFail(busy, "the worker to be busy")
+        // Runs in the worker's last step; queues more on the loop directly, past the worker's
+        // gate: nothing will run it, so the loop's teardown must cancel it.
+        try worker.async {
+            late.withLock { $0 = worker.loop.perform { XCTFail("ran after the last step") } }
+            lateWaiter.withLock {
+                $0 = TestThread {
+                    let result = Result { try worker.loop.performAndWait { 1 } }
+                        .mapError { $0 as? RunLoopError ?? .cancelled }
+                    lateWaiterOutcome.withLock { $0 = result }
+                }
+            }
+        }
+        gate.signal()
+        worker.stop()
+        let request = try XCTUnwrap(late.withLock { $0 })
+        XCTAssertEqual(request.waitUntilFinished(), .cancelled)
+        lateWaiter.withLock { $0 }?.join()
+        XCTAssertEqual(lateWaiterOutcome.withLock { $0 }, .failure(.loopTerminated))
+    }
+
+    func testStopEndsAWorkerWhoseWorkRunsTheLoopInANestedDefaultRun() throws {
+        let nested = DispatchSemaphore(value: 0)
+        let worker = try WorkerThread(name: "nested") {
+            // A timer is no handled source: only the keep-alive source can end this.
+            ThreadRunLoop.current.add(LoopTimer(after: .zero) { _ in
+                nested.signal()
+                _ = ThreadRunLoop.current.run(mode: .default, until: .distantFuture, returnAfterSourceHandled: false)
+            }, to: .default)
+        }
+        waitOrFail(nested, "the nested run")
+        let stopped = DispatchSemaphore(value: 0)
+        let stopper = TestThread {
+            worker.stop()
+            stopped.signal()
+        }
+        waitOrFail(stopped, "the stop")
+        stopper.join()
+        XCTAssertEqual(worker.state, .stopped)
+    }
+
+    // MARK: - Release
+
+    func testAWorkerReleasedWithoutStopRunsItsQueuedWorkAndExits() throws {
+        let log = EventLog()
+        do {
+            let worker = try WorkerThread(name: "released")
+            let gate = DispatchSemaphore(value: 0)
+            try worker.async { gate.wait() }
+            for index in 0..<3 { try worker.async { log.append("\(index)") } }
+            gate.signal()
+        }
+        XCTAssertEqual(log.all, ["0", "1", "2"])
+        XCTAssertFalse(liveThreadNames().contains("released"), "deinit joined the thread")
+    }
+
+    func testAWorkerReleasedOnItsOwnThreadStillExitsAndTearsDownItsLoop() throws {
+        let lastRequest = SharedValue<PerformRequest?>(nil)
+        let released = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        do {
+            let worker = try WorkerThread(name: "self-release")
+            // Never runs (no run in that mode): cancelled by the loop's teardown at thread exit.
+            lastRequest.withLock { $0 = worker.loop.perform(inModes: ["never"]) {} }
+            try worker.async { [worker] in
+                gate.wait() // until this closure holds the last reference, released on the worker's thread
+                _ = worker
+                released.signal()
+            }
+        }
+        gate.signal()
+        waitOrFail(released, "the last work")
+        let request = try XCTUnwrap(lastRequest.withLock { $0 })
+        XCTAssertEqual(request.waitUntilFinished(), .cancelled, "the thread exited and tore its loop down")
+    }
+
+    // MARK: - Leaks
+
+    /// Seed 003's experiment: threads started and stopped in a loop must not leak. The
+    /// count is `RUNLOOPKIT_LEAK_CYCLES` (10,000 by default), after a warm-up.
+    func testTenThousandStartPerformStopCyclesLeakNoThreadsDescriptorsOrMemory() throws {
+        let cycles = ProcessInfo.processInfo.environment["RUNLOOPKIT_LEAK_CYCLES"].flatMap { Int($0) } ?? 10_000
+        func cycle() throws {
+            let worker = try WorkerThread(name: "leak-cycle")
+            try worker.perform(waitUntilDone: true) {}
+            worker.stop()
+        }
+        for _ in 0..<300 { try cycle() } // warm-up: caches of the allocator, the runtime and glibc's stacks
+        let before = ProcessResources.measure()
+        XCTAssertTrue(before.threads > 0 && before.descriptors > 0 && before.residentKilobytes > 0, "\(before)")
+        let start = Deadline.now()
+        for _ in 0..<cycles { try cycle() }
+        let elapsed = Deadline.now() - start
+        let after = ProcessResources.measure()
+        print("\(cycles) cycles in \(elapsed): before \(before); after \(after)")
+        XCTAssertLessThanOrEqual(after.threads, before.threads, "no thread may outlive its stop")
+        XCTAssertLessThanOrEqual(after.descriptors, before.descriptors, "every loop's descriptors are closed")
+        if !runningUnderSanitizer {
+            XCTAssertLessThan(after.residentKilobytes - before.residentKilobytes, 20 * 1024, "resident memory within 20 MB")
+        }
+        XCTAssertFalse(liveThreadNames().contains("leak-cycle"))
+    }
+}
