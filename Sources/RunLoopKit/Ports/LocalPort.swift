@@ -129,19 +129,13 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         try checkOwnerThread()
         guard endpoint.hasPrefix("tcp://") else { throw .invalidAddress(endpoint) }
         guard let socket else { throw .invalidated }
-        do {
+        return try portOperation {
             try socket.bind(endpoint)
             let bound = try PortAddress(validating: socket.lastEndpoint)
             tcpAddresses.append(bound)
             PortDirectory.shared.addAlias(bound, for: inProcessAddress)
             advertised.withLock { $0 = bound }
             return bound
-        } catch let error as ZMQError {
-            throw .transport(error)
-        } catch let error as PortError {
-            throw error
-        } catch {
-            preconditionFailure("unexpected error \(error)")
         }
     }
 

@@ -40,3 +40,18 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// Runs a port operation whose steps throw ZeroMQ's errors or port errors, as one
+/// typed-throws call: a `ZMQError` becomes `PortError.transport`.
+@inline(__always)
+func portOperation<T>(_ body: () throws -> T) throws(PortError) -> T {
+    do {
+        return try body()
+    } catch let error as PortError {
+        throw error
+    } catch let error as ZMQError {
+        throw .transport(error)
+    } catch {
+        preconditionFailure("a port operation threw \(error), which is neither a PortError nor a ZMQError")
+    }
+}

@@ -40,7 +40,7 @@ final class ThreadPortState {
     func send(_ frames: [[UInt8]], to destination: RemotePort, before deadline: Deadline) throws(PortError) {
         let address = destination.address
         let (socket, target) = try sender(for: destination)
-        do {
+        try portOperation {
             if try socket.send(frames, dontWait: true) { return }
             while true {
                 if target.isInProcess && !PortDirectory.shared.isOpen(target) {
@@ -52,12 +52,6 @@ final class ThreadPortState {
                 _ = try socket.poll(for: .pollOut, timeout: min(deadline - now, ThreadPortState.livenessCheckInterval))
                 if try socket.send(frames, dontWait: true) { return }
             }
-        } catch let error as ZMQError {
-            throw .transport(error)
-        } catch let error as PortError {
-            throw error
-        } catch {
-            preconditionFailure("unexpected error \(error)")
         }
     }
 

@@ -12,7 +12,7 @@ extension RemotePort {
                                     before deadline: Deadline) throws(PortError) {
         guard !address.isInProcess else { return try RemotePort(address).send(message, before: deadline) }
         let frames = WireCodec.encode(message.wire(kind: .message))
-        do {
+        try portOperation {
             let context = try ZMQContext(ioThreads: 1, maxSockets: 4)
             let socket = try ZMQSocket(context: context, type: .push)
             try socket.setOption(.immediate, true)
@@ -24,12 +24,6 @@ extension RemotePort {
             }
             // Released here, the socket closes, then its context terminates (zmq_ctx_term),
             // which waits for the message to be written, at most the socket's linger.
-        } catch let error as ZMQError {
-            throw .transport(error)
-        } catch let error as PortError {
-            throw error
-        } catch {
-            preconditionFailure("unexpected error \(error)")
         }
     }
 }
