@@ -5,7 +5,7 @@ import PackageDescription
 let examples = [
     "observer", "custom-source", "timers", "skeleton-thread",
     "checkin", "message-port-checkin", "multiprocess-checkin",
-    "keep-alive",
+    "keep-alive", "actor-worker",
 ]
 
 let package = Package(
@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "RunLoopKit", targets: ["RunLoopKit"]),
         .executable(name: "runloopkit", targets: ["RunLoopKitTool"]),
+        .executable(name: "runloopkit-bench", targets: ["RunLoopKitBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -43,6 +44,17 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             path: "Tools/runloopkit"
+        ),
+        .executableTarget(
+            name: "RunLoopKitBench",
+            dependencies: [
+                "RunLoopKit",
+                "CZeroMQ",
+                "CLinuxPoll",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+            ],
+            path: "Benchmarks/runloopkit-bench"
         ),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
         .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit"], path: "Fuzz/wire-decoder"),

@@ -1,0 +1,147 @@
+import RunLoopKit
+import Synchronization
+
+/// Ping-pong of a 64-byte message between two RunLoopKit run-loop threads over ports:
+/// the driver thread's port handler records the round trip and sends the next ping, while
+/// the thread runs its loop (`run(mode:before:)`, as a Foundation thread would); the echo
+/// thread's port handler sends each message back. With `idlePorts`, each of the two loops
+/// also holds that many ports that never receive anything (`ports-scaling`).
+final class RunLoopKitPingPong: LatencyContender {
+    let name: String
+
+    /// The driver's side; used on the driver thread only.
+    private final class Pinger {
+        var port: LocalPort?
+        var target: RemotePort?
+        let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
+        var remaining = 0
+        var sentAt: UInt64 = 0
+        var recorder = LatencyRecorder()
+        var idle: [LocalPort] = []
+
+        func ping() {
+            sentAt = Clock.now()
+            do {
+                try target!.send(message, timeout: .seconds(5))
+            } catch {
+                fatalError("RunLoopKit ping-pong send failed: \(error)")
+            }
+        }
+    }
+
+    private let driver = CommandThread()
+    private let pinger = Confined<Pinger?>(nil)
+    private var echo: RunLoopKitThread?
+
+    /// With `portName`, the driver's port is registered under that name (reachable from
+    /// another process); with `localEcho` false there is no echo thread: call `connect(to:)`.
+    init(name: String = "runloopkit", idlePorts: Int = 0, portName: String? = nil, localEcho: Bool = true) {
+        self.name = name
+        let pinger = pinger
+        let driverPort: RemotePort = driver.run {
+            let state = Pinger()
+            let port = RunLoopKitPingPong.makePort(name: portName) { [unowned state] _ in
+                state.recorder.record(nanoseconds: Clock.now() &- state.sentAt)
+                state.remaining -= 1
+                if state.remaining > 0 { state.ping() }
+                return nil
+            }
+            ThreadRunLoop.current.add(port, to: .default)
+            state.idle = RunLoopKitPingPong.addIdlePorts(idlePorts)
+            state.port = port
+            pinger.value = state
+            return port.remote
+        }
+        guard localEcho else { return }
+        let echoPort = Mutex<RemotePort?>(nil)
+        echo = RunLoopKitThread {
+            let port = RunLoopKitPingPong.echoPort(replyingTo: driverPort)
+            _ = RunLoopKitPingPong.addIdlePorts(idlePorts) // the loop holds them until the thread exits
+            echoPort.withLock { $0 = port.remote }
+        }
+        connect(to: echoPort.withLock { $0! })
+    }
+
+    /// Sets the port the pings go to.
+    func connect(to target: RemotePort) {
+        let pinger = pinger
+        driver.run { pinger.value!.target = target }
+    }
+
+    /// A port on the calling thread's loop that sends every message it gets to `destination`.
+    static func echoPort(name: String? = nil, replyingTo destination: RemotePort) -> LocalPort {
+        let port = makePort(name: name) { message in
+            do {
+                try destination.send(message, timeout: .seconds(5))
+            } catch {
+                fatalError("RunLoopKit echo send failed: \(error)")
+            }
+            return nil
+        }
+        ThreadRunLoop.current.add(port, to: .default)
+        return port
+    }
+
+    static func makePort(name: String? = nil, _ handler: @escaping LocalPort.Handler) -> LocalPort {
+        do {
+            return try LocalPort(name: name, handler: handler)
+        } catch {
+            fatalError("LocalPort: \(error)")
+        }
+    }
+
+    /// Adds `count` ports without senders to the calling thread's loop.
+    static func addIdlePorts(_ count: Int) -> [LocalPort] {
+        (0..<count).map { _ in
+            let port = makePort { _ in nil }
+            ThreadRunLoop.current.add(port, to: .default)
+            return port
+        }
+    }
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let pinger = pinger
+        return driver.run {
+            let state = pinger.value!
+            state.recorder = LatencyRecorder()
+            state.remaining = count
+            state.ping()
+            let loop = ThreadRunLoop.current
+            while state.remaining > 0 { loop.run(mode: .default, before: .distantFuture) }
+            return state.recorder
+        }
+    }
+
+    func finish() {
+        let pinger = pinger
+        driver.run {
+            pinger.value?.port?.invalidate()
+            pinger.value?.idle.forEach { $0.invalidate() }
+            pinger.value = nil
+        }
+        driver.finish()
+        echo?.finish()
+    }
+}
+
+enum PortPingPongCase {
+    static let name = "port-pingpong-threads"
+
+    static func run(_ config: BenchConfig) -> CaseOutcome {
+        let contenders: [any LatencyContender] = [
+            RunLoopKitPingPong(), ZMQPingPong(name: "zmq-inproc", requestReply: false),
+            SocketPortPingPong(), SemaphorePingPong(),
+        ]
+        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
+                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
+        var outcome = CaseOutcome(name: name)
+        outcome.distributions = distributions
+        outcome.chartCaption = "round trip, 64 B, two threads"
+        outcome.metrics = [
+            distributions.metric(name, "us_p50", targets: [.atMostTimes(1.25, peer: "zmq-inproc"),
+                                                           .atMostTimes(0.5, peer: "foundation-socketport")]) { $0.p50 },
+            distributions.metric(name, "us_p99") { $0.p99 },
+        ]
+        return outcome
+    }
+}

@@ -1,0 +1,68 @@
+import Glibc
+import RunLoopKit
+
+/// `sendRequest` to a named port served by another thread's loop, whose handler returns
+/// the request (64 bytes) as the reply; the requesting thread's loop runs in the private
+/// reply mode while it waits.
+final class RunLoopKitRequestReply: LatencyContender {
+    let name = "runloopkit"
+    private let driver = CommandThread()
+    private let server: RunLoopKitThread
+    private let portName = "runloopkit-bench.request-reply.\(getpid())"
+
+    init() {
+        let portName = portName
+        server = RunLoopKitThread {
+            do {
+                let port = try LocalPort(name: portName) { request in request }
+                ThreadRunLoop.current.add(port, to: .default)
+            } catch {
+                fatalError("named port: \(error)")
+            }
+        }
+    }
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let portName = portName
+        return driver.run {
+            var recorder = LatencyRecorder()
+            let request = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
+            do {
+                let remote = try RemotePort(named: portName)
+                for _ in 0..<count {
+                    let start = Clock.now()
+                    let reply = try remote.sendRequest(request, sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+                    recorder.record(nanoseconds: Clock.now() &- start)
+                    precondition(reply.data.first?.count == 64)
+                }
+            } catch {
+                fatalError("request/reply failed: \(error)")
+            }
+            return recorder
+        }
+    }
+
+    func finish() {
+        driver.finish()
+        server.finish()
+    }
+}
+
+enum RequestReplyCase {
+    static let name = "request-reply"
+
+    static func run(_ config: BenchConfig) -> CaseOutcome {
+        let contenders: [any LatencyContender] = [
+            RunLoopKitRequestReply(), ZMQPingPong(name: "zmq-inproc-reqrep", requestReply: true),
+        ]
+        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
+                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
+        var outcome = CaseOutcome(name: name)
+        outcome.distributions = distributions
+        outcome.chartCaption = "request/reply, named port, two threads"
+        outcome.metrics = [
+            distributions.metric(name, "us_p50", targets: [.atMostTimes(1.5, peer: "zmq-inproc-reqrep")]) { $0.p50 },
+        ]
+        return outcome
+    }
+}

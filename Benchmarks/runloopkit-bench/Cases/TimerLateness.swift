@@ -1,0 +1,71 @@
+import RunLoopKit
+
+/// The lateness of each fire of a repeating timer after its grid point, on the monotonic
+/// clock. A fire that missed grid points is late from the first one it missed (the timer
+/// fires once for them and continues on its grid, in both RunLoopKit and Core Foundation).
+struct LatenessTracker {
+    let interval: UInt64
+    private(set) var fires = 0
+    private(set) var early = 0
+    private(set) var recorder = LatencyRecorder()
+    private var expected: UInt64 = 0
+
+    init(interval: UInt64) { self.interval = interval }
+
+    mutating func fired(at now: UInt64, firstGridPoint: UInt64) {
+        if expected == 0 { expected = firstGridPoint }
+        if now >= expected {
+            recorder.record(nanoseconds: now - expected)
+        } else {
+            early += 1
+            recorder.record(nanoseconds: 0)
+        }
+        fires += 1
+        let reference = max(now, expected)
+        expected = firstGridPoint + ((reference - firstGridPoint) / interval + 1) * interval
+    }
+}
+
+/// A 1 ms repeating `LoopTimer` (no tolerance) on a thread running its RunLoopKit loop.
+final class RunLoopKitTimerLateness: LatencyContender {
+    let name = "runloopkit"
+    private let driver = CommandThread(cpu: nil)
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        driver.run {
+            let loop = ThreadRunLoop.current
+            let tracker = Confined(LatenessTracker(interval: 1_000_000))
+            let first = Clock.now() + 1_000_000
+            let timer = LoopTimer(fireAt: Deadline(rawValue: first), interval: .milliseconds(1)) { timer in
+                tracker.value.fired(at: Clock.now(), firstGridPoint: first)
+                if tracker.value.fires >= count { timer.invalidate() }
+            }
+            loop.add(timer, to: .default)
+            while timer.isValid { _ = loop.run(mode: .default, timeout: .seconds(1), returnAfterSourceHandled: false) }
+            return tracker.value.recorder
+        }
+    }
+
+    func finish() { driver.finish() }
+}
+
+enum TimerLatenessCase {
+    static let name = "timer-lateness"
+
+    static func run(_ config: BenchConfig) -> CaseOutcome {
+        let distributions = Harness.latencies([RunLoopKitTimerLateness(), FoundationTimerLateness()],
+                                              rounds: config.timerRounds, batch: config.timerFires, warmUp: 100,
+                                              only: config.only)
+        var outcome = CaseOutcome(name: name)
+        outcome.distributions = distributions
+        outcome.chartCaption = "lateness of a 1 ms repeating timer"
+        outcome.metrics = [
+            distributions.metric(name, "us_p50") { $0.p50 },
+            distributions.metric(name, "us_p99", targets: [.atMost(1000), .atMostTimes(1, peer: "foundation-timer")]) { $0.p99 },
+            distributions.metric(name, "us_max") { $0.max },
+        ]
+        let seconds = Double(config.timerRounds * config.timerFires) / 1000
+        outcome.notes = ["\(name): \(Format.value(seconds)) s of fires per timer, in \(config.timerRounds) interleaved rounds"]
+        return outcome
+    }
+}

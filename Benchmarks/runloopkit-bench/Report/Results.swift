@@ -1,0 +1,104 @@
+/// What a case found: metrics with RunLoopKit's figure, its peers' and the targets, and
+/// the latency distributions for the chart.
+
+/// A peer's figure for one metric.
+struct PeerValue: Sendable {
+    let name: String
+    let value: Double
+}
+
+/// A target of the issue, as a comparison of RunLoopKit's figure.
+enum Target: Sendable {
+    /// RunLoopKit's figure ≤ `factor` × the peer's (lower is better).
+    case atMostTimes(Double, peer: String)
+    /// RunLoopKit's figure ≥ `factor` × the peer's (higher is better).
+    case atLeastTimes(Double, peer: String)
+    /// RunLoopKit's figure ≤ `limit` (in the metric's unit).
+    case atMost(Double)
+
+    var peer: String? {
+        switch self {
+        case .atMostTimes(_, let peer), .atLeastTimes(_, let peer): peer
+        case .atMost: nil
+        }
+    }
+
+    func description(unit: String) -> String {
+        switch self {
+        case .atMostTimes(let factor, let peer): factor == 1 ? "≤ \(peer)" : "≤ \(Format.ratio(factor)) × \(peer)"
+        case .atLeastTimes(let factor, let peer): "≥ \(Format.ratio(factor)) × \(peer)"
+        case .atMost(let limit): "≤ \(Format.value(limit))\(unit.isEmpty || unit == "×" ? "" : " " + unit)"
+        }
+    }
+
+    /// Whether `metric` meets the target; nil when the figure it needs is missing.
+    func isMet(by metric: MetricResult) -> Bool? {
+        guard !metric.runloopkit.isNaN else { return nil }
+        switch self {
+        case .atMostTimes(let factor, let peer):
+            guard let other = metric.value(of: peer), !other.isNaN else { return nil }
+            return metric.runloopkit <= factor * other
+        case .atLeastTimes(let factor, let peer):
+            guard let other = metric.value(of: peer), !other.isNaN else { return nil }
+            return metric.runloopkit >= factor * other
+        case .atMost(let limit):
+            return metric.runloopkit <= limit
+        }
+    }
+}
+
+/// One case and metric: a row group of the table, an entry of the JSON.
+struct MetricResult: Sendable {
+    let caseName: String
+    /// The JSON metric name, such as `us_p50` or `msgs_per_s`.
+    let metric: String
+    /// The unit shown in the table (`µs`, `msg/s`, `ms`, `MB`, ``).
+    let unit: String
+    let lowerIsBetter: Bool
+    let runloopkit: Double
+    let peers: [PeerValue]
+    let targets: [Target]
+
+    init(caseName: String, metric: String, unit: String, lowerIsBetter: Bool, runloopkit: Double,
+         peers: [PeerValue] = [], targets: [Target] = []) {
+        self.caseName = caseName
+        self.metric = metric
+        self.unit = unit
+        self.lowerIsBetter = lowerIsBetter
+        self.runloopkit = runloopkit
+        self.peers = peers
+        self.targets = targets
+    }
+
+    func value(of peer: String) -> Double? { peers.first { $0.name == peer }?.value }
+
+    /// RunLoopKit's figure ÷ the peer's.
+    func ratio(to peer: String) -> Double? {
+        guard let other = value(of: peer), other != 0 else { return nil }
+        return runloopkit / other
+    }
+
+    /// Targets met and missed, for the summary.
+    var verdicts: [(target: Target, met: Bool?)] { targets.map { ($0, $0.isMet(by: self)) } }
+}
+
+/// A latency distribution to chart: RunLoopKit's or a peer's.
+struct Distribution: Sendable {
+    let name: String
+    let summary: LatencySummary
+}
+
+/// Everything one case produced.
+struct CaseOutcome: Sendable {
+    let name: String
+    var metrics: [MetricResult] = []
+    /// For the chart, RunLoopKit first. Empty for cases that measure no latency distribution.
+    var distributions: [Distribution] = []
+    /// The chart's unit caption for this case (round trip, lateness…).
+    var chartCaption = ""
+    /// Remarks for the table's footer (what was measured exactly, set-up facts).
+    var notes: [String] = []
+    var seconds = 0.0
+
+    init(name: String) { self.name = name }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Glibc
+import Synchronization
+
+/// Where the threads of a case run. On a machine with few cores (or a virtual machine,
+/// where waking an idle virtual CPU costs tens of microseconds), the scheduler's choice
+/// of CPU for two threads that hand a message back and forth changes a round trip several
+/// times over, differently from one thread start to the next. So by default the two
+/// threads of every latency pair share CPU 0 (each round trip is then the software's own
+/// cost plus two local context switches), as do the threads that `checkin-1000` and
+/// `thread-cycles` create, while a stream's sender and receiver get CPUs 0 and 1. The
+/// lone timer and idle threads are left to the scheduler. `--placement free` leaves all
+/// threads to the scheduler.
+enum Placement {
+    enum Mode: String, CaseIterable, ExpressibleByArgument, Sendable {
+        case paired
+        case free
+    }
+
+    private static let current = Mutex<Mode>(.paired)
+
+    static var mode: Mode {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
+
+    /// The CPU of both threads of a latency pair (and of a child process's threads).
+    static var pair: Int? { mode == .paired ? 0 : nil }
+    /// The CPUs of a stream's sender and receiver.
+    static var sender: Int? { mode == .paired ? 0 : nil }
+    static var receiver: Int? { mode == .paired ? min(1, System.processorCount - 1) : nil }
+
+    static var caption: String {
+        switch mode {
+        case .paired: "communicating threads pinned (see docs)"
+        case .free: "threads placed by the scheduler"
+        }
+    }
+
+    private typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> Int32
+
+    /// `sched_setaffinity`, looked up at run time (glibc declares it only under _GNU_SOURCE).
+    private static let setAffinity: SetAffinity? = {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "sched_setaffinity") else { return nil }
+        return unsafeBitCast(symbol, to: SetAffinity.self)
+    }()
+
+    /// Pins the calling thread to `cpu` (threads it creates later inherit the mask).
+    static func pinCurrentThread(to cpu: Int) {
+        var mask = [UInt64](repeating: 0, count: 16) // a 1024-bit cpu_set_t
+        mask[cpu / 64] |= 1 << UInt64(cpu % 64)
+        guard let setAffinity else { return }
+        let rc = mask.withUnsafeBytes { setAffinity(0, $0.count, $0.baseAddress!) }
+        if rc != 0 { Progress.say("warning: cannot pin a thread to CPU \(cpu) (errno \(errno))") }
+    }
+}

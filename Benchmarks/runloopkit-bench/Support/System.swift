@@ -1,0 +1,45 @@
+import CLinuxPoll
+import Foundation
+import Glibc
+
+/// What the operating system says about this process and its threads.
+enum System {
+    /// CPU time (user + system) of the calling thread, in nanoseconds (`RUSAGE_THREAD`).
+    static func threadCPUTime() -> UInt64 {
+        var usage = rusage()
+        getrusage(__rusage_who_t(1), &usage) // RUSAGE_THREAD
+        func ns(_ time: timeval) -> UInt64 { UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_usec) * 1000 }
+        return ns(usage.ru_utime) + ns(usage.ru_stime)
+    }
+
+    /// The resident set size of the process, in bytes (`VmRSS` in /proc/self/status).
+    static func residentBytes() -> UInt64 {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let digits = line.dropFirst(6).filter(\.isNumber)
+            return (UInt64(String(digits)) ?? 0) * 1024 // kB
+        }
+        return 0
+    }
+
+    /// Raises the soft limit on open descriptors to at least `wanted` (up to the hard limit);
+    /// returns the soft limit now in force.
+    @discardableResult
+    static func raiseFileLimit(to wanted: UInt64) -> UInt64 {
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < rlim_t(wanted) {
+            limit.rlim_cur = min(rlim_t(wanted), limit.rlim_max)
+            setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+            getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        return UInt64(limit.rlim_cur)
+    }
+
+    /// The path of this executable, to start it again as a child process.
+    static var executablePath: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+
+    static var processorCount: Int { ProcessInfo.processInfo.activeProcessorCount }
+}
