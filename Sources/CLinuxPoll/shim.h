@@ -31,3 +31,10 @@ static inline int clinux_set_thread_name(const char *name) {
     extern int pthread_setname_np(pthread_t thread, const char *name);
     return pthread_setname_np(pthread_self(), name);
 }
+
+#include <sys/prctl.h>
+/// Sets the calling thread's timer slack (`prctl(PR_SET_TIMERSLACK)`, variadic in C), the
+/// time the kernel may add to its timed sleeps to batch wake-ups; Linux's default is 50 µs.
+static inline int clinux_set_timer_slack(unsigned long nanoseconds) {
+    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}

@@ -154,6 +154,36 @@ final class LocalPortTests: XCTestCase {
         port.invalidate()
     }
 
+    func testAMessageHeldForAnotherModeDoesNotKeepWakingTheLoop() throws {
+        var count = 0
+        let port = try LocalPort { _ in count += 1; return nil }
+        loop.add(port, to: "held-mode")
+        let keepAlive = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(keepAlive, to: .default)
+        var wakeUps = 0
+        let observer = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+        loop.add(observer, to: .default)
+        let sent = DispatchSemaphore(value: 0)
+        let sender = TestThread {
+            try? port.remote.send(LoopMessage(id: 1))
+            sent.signal()
+        }
+        sent.wait()
+        let before = threadCPUTime()
+        XCTAssertEqual(loop.run(mode: .default, timeout: .milliseconds(300), returnAfterSourceHandled: false), .timedOut)
+        let spent = threadCPUTime() - before
+        // libzmq may signal the new pipe and the message separately; spinning would be thousands.
+        XCTAssertLessThanOrEqual(wakeUps, 5, "the held port's descriptor does not keep waking the loop")
+        XCTAssertLessThan(spent, .milliseconds(20), "no spinning while the message waits for its mode")
+        XCTAssertEqual(count, 0)
+        XCTAssertEqual(loop.run(mode: "held-mode", timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(count, 1, "and it is delivered when its mode runs")
+        sender.join()
+        observer.invalidate()
+        keepAlive.invalidate()
+        port.invalidate()
+    }
+
     func testInvalidatingAPortRemovesItFromItsLoopAndSendersTimeOut() throws {
         let port = try LocalPort { _ in nil }
         loop.add(port, to: .default)

@@ -12,6 +12,8 @@ final class ModeItems {
     /// Sorted by `order`, ties in insertion order.
     private(set) var sources: [InputSource] = []
     private(set) var ports: [any PortSourceDriver] = []
+    /// The ports' identities, so that asking whether a port is here costs O(1).
+    private var portIDs: Set<ObjectIdentifier> = []
     private(set) var timers: [LoopTimer] = []
     /// Sorted by `order`, ties in insertion order.
     private(set) var observers: [LoopObserver] = []
@@ -30,7 +32,7 @@ final class ModeItems {
         case .source(let source): sources.contains { $0 === source }
         case .timer(let timer): timers.contains { $0 === timer }
         case .observer(let observer): observers.contains { $0 === observer }
-        case .port(let port): ports.contains { $0 === port }
+        case .port(let port): portIDs.contains(ObjectIdentifier(port))
         }
     }
 
@@ -47,6 +49,7 @@ final class ModeItems {
             observedActivities.formUnion(observer.activities)
         case .port(let port):
             ports.append(port)
+            portIDs.insert(ObjectIdentifier(port))
         }
         return true
     }
@@ -56,7 +59,9 @@ final class ModeItems {
         switch item {
         case .source(let source): return removeFirst(from: &sources) { $0 === source }
         case .timer(let timer): return removeFirst(from: &timers) { $0 === timer }
-        case .port(let port): return removeFirst(from: &ports) { $0 === port }
+        case .port(let port):
+            portIDs.remove(ObjectIdentifier(port))
+            return removeFirst(from: &ports) { $0 === port }
         case .observer(let observer):
             guard removeFirst(from: &observers, where: { $0 === observer }) else { return false }
             observedActivities = observers.reduce(into: []) { $0.formUnion($1.activities) }

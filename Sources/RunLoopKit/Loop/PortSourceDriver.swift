@@ -3,9 +3,12 @@
 ///
 /// ZeroMQ's `ZMQ_FD` is edge-triggered: it tells that the socket's state *may* have
 /// changed, not that a message waits, and it may stay quiet while messages are queued.
-/// So the loop never trusts the descriptor alone: after every wake-up it asks
-/// `hasPendingMessage()` (`ZMQ_EVENTS`), and after every message it handles it asks again,
-/// keeping ready ports in a queue until they are drained.
+/// So the loop never trusts the descriptor alone. A port of the running mode whose
+/// descriptor fires is queued and drained: it stays queued after every message and
+/// leaves the queue only when a non-blocking receive finds nothing, which the port
+/// confirms with `ZMQ_EVENTS` (so the descriptor is re-armed and nothing is stranded).
+/// A port of another mode is asked `hasPendingMessage()` (`ZMQ_EVENTS`) at once, which
+/// also consumes the descriptor's signal, and stays queued, silent, until its mode runs.
 ///
 /// All calls are made on the loop's thread.
 protocol PortSourceDriver: AnyObject {
@@ -13,8 +16,19 @@ protocol PortSourceDriver: AnyObject {
     var pollDescriptor: Int32 { get }
     /// Whether a message can be received now without blocking (`ZMQ_EVENTS & ZMQ_POLLIN`).
     func hasPendingMessage() -> Bool
-    /// Receives one message without blocking and delivers it; returns whether one was handled.
-    func handleOneMessage() -> Bool
+    /// Receives one message without blocking and delivers it. `.empty` only once
+    /// `ZMQ_EVENTS` has confirmed that nothing waits.
+    func handleOneMessage() -> PortDelivery
     /// The source was removed from the loop's last mode or the loop was torn down.
     func detachedFromLoop()
+}
+
+/// What one attempt to take a port's message found.
+enum PortDelivery {
+    /// A message was delivered to the port's handler.
+    case delivered
+    /// A message was taken but dropped (malformed, or the receive failed); more may wait.
+    case dropped
+    /// Nothing waited (`ZMQ_EVENTS` agreed): the port is drained.
+    case empty
 }

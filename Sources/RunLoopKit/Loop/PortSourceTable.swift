@@ -1,10 +1,12 @@
 /// The port sources of one loop: their poll-set registrations and the queue of ports
 /// known to hold a message. Loop thread only.
 ///
-/// A port is registered in the poll set while it is in at least one mode. It is queued
-/// as ready when `ZMQ_EVENTS` says a message waits (checked when it is added, when its
-/// descriptor wakes the loop, and after each message it delivers), and stays queued,
-/// without waking the loop again, until a run in one of its modes drains it.
+/// A port is registered in the poll set while it is in at least one mode. It is queued as
+/// ready when it is added with a message waiting (`ZMQ_EVENTS`), when its descriptor fires
+/// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
+/// after each message it delivers; it leaves the queue when a receive finds it drained.
+/// A port queued for another mode stays there, without waking the loop again, until a run
+/// in one of its modes drains it.
 struct PortSourceTable {
     private struct Entry {
         let port: any PortSourceDriver
@@ -49,9 +51,19 @@ struct PortSourceTable {
         port.detachedFromLoop()
     }
 
-    /// The poll set reported the port's descriptor: confirm with the port itself.
-    mutating func descriptorReady(_ token: UInt64) {
-        markIfPending(token)
+    /// The poll set reported the port's descriptor. A port of the running mode is queued
+    /// to be drained now (its receives confirm with `ZMQ_EVENTS`); any other port is asked
+    /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
+    /// another mode never keeps waking the loop.
+    mutating func descriptorReady(_ token: UInt64, runningMode items: ModeItems) {
+        guard let port = entries[token]?.port else { return }
+        if items.contains(.port(port)) {
+            if !ready.contains(token) { ready.append(token) }
+        } else if port.hasPendingMessage() {
+            if !ready.contains(token) { ready.append(token) }
+        } else {
+            ready.removeAll { $0 == token }
+        }
     }
 
     /// The first ready port that is in `items`' mode.
@@ -72,10 +84,11 @@ struct PortSourceTable {
         ready.removeAll { $0 == token }
     }
 
-    /// Requeues `port` at the back if more messages wait (unless it was removed meanwhile).
-    mutating func didDeliver(from port: any PortSourceDriver) {
-        guard let token = tokens[ObjectIdentifier(port)] else { return }
-        markIfPending(token)
+    /// Requeues `port` at the back unless the receive found it drained (or it was removed
+    /// meanwhile): a port is drained until a receive comes back empty.
+    mutating func didDeliver(from port: any PortSourceDriver, _ outcome: PortDelivery) {
+        guard outcome != .empty, let token = tokens[ObjectIdentifier(port)], !ready.contains(token) else { return }
+        ready.append(token)
     }
 
     /// Whether `port` holds a message, for a snapshot. Asking `ZMQ_EVENTS` may consume the

@@ -83,7 +83,7 @@ extension ThreadRunLoop {
         let wakeTime = min(deadline, timerWakeTime(in: items))
         let asleepSince = instruments.sleepBegins()
         do { //                                                                 step 7
-            try poller.wait(until: wakeTime, poll: pollOnly) { token in ports.descriptorReady(token) }
+            try poller.wait(until: wakeTime, poll: pollOnly) { token in ports.descriptorReady(token, runningMode: items) }
         } catch {
             preconditionFailure("RunLoopKit's poll set failed: \(error)")
         }
@@ -93,19 +93,20 @@ extension ThreadRunLoop {
     }
 
     /// Step 9 for ports: delivers one message of a ready port, then requeues the port at the
-    /// back of the ready queue if more wait (`ZMQ_EVENTS` is checked after every receive).
+    /// back of the ready queue until a receive finds it drained.
     private func deliverOneMessage(from port: any PortSourceDriver) -> Bool {
         ports.willDeliver(from: port)
-        let handled = port.handleOneMessage()
-        if handled { instruments.messageHandled() }
-        ports.didDeliver(from: port)
-        return handled
+        let outcome = port.handleOneMessage()
+        if outcome == .delivered { instruments.messageHandled() }
+        ports.didDeliver(from: port, outcome)
+        return outcome == .delivered
     }
 
     /// Step 9 for timers: fires each due timer once, earliest first.
     private func fireDueTimers(in items: ModeItems) {
         guard !items.timers.isEmpty else { return }
         let now = Deadline.now()
+        guard items.timers.contains(where: { $0.isValid && $0.fireDate <= now }) else { return } // no allocation
         let due = items.timers.filter { $0.isValid && $0.fireDate <= now }.sorted { $0.fireDate < $1.fireDate }
         for timer in due where timer.isValid && timer.fireDate <= now {
             timer.fire()

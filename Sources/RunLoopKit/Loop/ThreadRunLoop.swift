@@ -69,6 +69,9 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
         }
         let loop = isMainThread ? main : ThreadRunLoop(isMain: false)
         pthread_setspecific(ThreadRunLoop.threadKey, Unmanaged.passRetained(loop).toOpaque())
+        // Timers say how late they may fire (tolerance), so the kernel's own slack (50 µs by
+        // default) would only make them later: a loop's thread sleeps with 1 µs of slack.
+        _ = clinux_set_timer_slack(1_000)
         return loop
     }
 

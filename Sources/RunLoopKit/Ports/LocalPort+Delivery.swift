@@ -7,26 +7,27 @@ extension LocalPort: PortSourceDriver {
     }
 
     /// Receives one message without blocking, decodes it and delivers it. A malformed
-    /// message is dropped with a logged reason and counted; never a crash.
-    func handleOneMessage() -> Bool {
-        guard let socket else { return false }
+    /// message is dropped with a logged reason and counted; never a crash. `.empty` comes
+    /// only after `ZMQ_EVENTS` agreed nothing waits (`ZMQSocket.receive(dontWait:)`).
+    func handleOneMessage() -> PortDelivery {
+        guard let socket else { return .empty }
         let frames: [[UInt8]]
         do {
-            guard let received = try socket.receive(dontWait: true) else { return false }
+            guard let received = try socket.receive(dontWait: true) else { return .empty }
             frames = received
         } catch {
             drop(.receiveFailed, "\(error)")
-            return false
+            return .dropped
         }
         let wire: WireMessage
         do {
             wire = try WireCodec.decode(frames)
         } catch {
             drop(MessageDropReason(rejecting: error), "\(error)")
-            return false
+            return .dropped
         }
         deliver(wire)
-        return true
+        return .delivered
     }
 
     func detachedFromLoop() {}
