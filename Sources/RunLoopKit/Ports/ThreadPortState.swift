@@ -8,6 +8,9 @@ import Glibc
 /// thread exits. Thread-local: only ever touched by its own thread.
 final class ThreadPortState {
     private var senders: [RemotePort: ZMQSocket] = [:]
+    /// The last destination and its socket: a thread mostly sends to one port at a time,
+    /// and this spares the dictionary's hashing on every send.
+    private var last: (destination: RemotePort, socket: ZMQSocket, target: PortAddress)?
     /// The private reply port, created by the first request this thread makes.
     var replyPort: ReplyPort?
 
@@ -27,6 +30,7 @@ final class ThreadPortState {
             guard let pointer else { return }
             let state = Unmanaged<ThreadPortState>.fromOpaque(pointer).takeRetainedValue()
             state.replyPort?.port.invalidate()
+            state.last = nil
             state.senders.removeAll() // closes this thread's sockets, on this thread
         }
         precondition(rc == 0, "pthread_key_create failed: \(rc)")
@@ -45,6 +49,7 @@ final class ThreadPortState {
             while true {
                 if target.isInProcess && !PortDirectory.shared.isOpen(target) {
                     senders[destination] = nil
+                    last = nil
                     throw PortError.remoteInvalid(address)
                 }
                 let now = Deadline.now()
@@ -63,9 +68,13 @@ final class ThreadPortState {
     static let sendHighWaterMark: Int32 = 10_000
 
     private func sender(for destination: RemotePort) throws(PortError) -> (ZMQSocket, PortAddress) {
+        if let last, last.destination == destination { return (last.socket, last.target) }
         // Within this process, reach a named or tcp-bound port over inproc.
         let target = PortDirectory.shared.inProcessAlias(of: destination.address) ?? destination.address
-        if let socket = senders[destination] { return (socket, target) }
+        if let socket = senders[destination] {
+            last = (destination, socket, target)
+            return (socket, target)
+        }
         let socket: ZMQSocket
         do {
             socket = try ZMQSocket(type: .push)
@@ -84,6 +93,7 @@ final class ThreadPortState {
         }
         if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
         senders[destination] = socket
+        last = (destination, socket, target)
         return (socket, target)
     }
 }
