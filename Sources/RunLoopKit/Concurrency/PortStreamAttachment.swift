@@ -1,0 +1,133 @@
+/// The owner-thread side of a message stream: installs the stream as the port's handler,
+/// pauses the port (out of its modes) when the buffer fills and brings it back, and
+/// detaches the stream when its consumer stops.
+///
+/// The stream's handler holds a `HandlerToken`, and only it does: the token's release means
+/// the handler is gone, whether the port was invalidated (which drops its handler, on
+/// whatever thread closes it) or the handler replaced; the stream then ends.
+///
+/// Thread safety: `requestResume`, `requestDetach` and `portFinished` from any thread (the
+/// first two hand their work to the owner thread as control actions, which run in the
+/// owner loop's next pass whatever its mode); the rest on the port's owner thread.
+final class PortStreamAttachment: @unchecked Sendable {
+    /// The owner thread's loop; weak, written in `init` only.
+    private weak var ownerLoop: ThreadRunLoop?
+    /// The buffer, which keeps this attachment; weak, written in `init` only.
+    private weak var buffer: PortMessageBuffer?
+
+    // Owner thread only (or any thread once the owner is gone, when nothing else touches them).
+    /// Kept while the stream is attached: while the port is paused nothing else may hold it.
+    private var port: LocalPort?
+    /// Whether the stream's handler is the port's handler.
+    private var handlerInstalled = false
+    /// The modes the port was taken out of, and the inert source holding its place there.
+    private var pausedModes: [LoopMode] = []
+    private let placeholderLock = Lock() // placeholder is invalidated from any thread
+    private var placeholder: InputSource? // protected by placeholderLock
+
+    init(port: LocalPort, buffer: PortMessageBuffer) {
+        self.port = port
+        self.buffer = buffer
+        ownerLoop = port.ownerLoop
+    }
+
+    /// Installs the stream as the port's handler: at once on the owner thread, else at the
+    /// owner loop's next pass. Ends the stream if the port or its thread is gone.
+    func attach() {
+        let scheduled = ownerLoop?.itemInvalidated { [self] _ in install() } ?? false
+        if !scheduled { buffer?.portFinished() }
+    }
+
+    private func install() {
+        guard let buffer else { return }
+        guard let port, port.isValid else { return buffer.portFinished() }
+        let token = HandlerToken(buffer: buffer)
+        port.handler = { [weak port] message in
+            token.deliver(message, from: port)
+            return nil
+        }
+        handlerInstalled = true
+    }
+
+    /// The handler's release (`HandlerToken.deinit`): forgets the port and the placeholder.
+    func portFinished() {
+        handlerInstalled = false
+        port = nil
+        placeholderLock.withLock {
+            placeholder?.invalidate()
+            placeholder = nil
+        }
+    }
+
+    // MARK: - Pausing
+
+    /// The buffer is full: takes the port out of every mode it is in. Owner thread, in the handler.
+    func pause() {
+        guard let port, let loop = ownerLoop, !loop.isTornDown else { return }
+        var modes: [LoopMode] = []
+        if loop.contains(port, in: .common) {
+            modes.append(.common)
+            loop.remove(port, from: .common)
+        }
+        for mode in loop.allModes where loop.contains(port, in: mode) {
+            modes.append(mode)
+            loop.remove(port, from: mode)
+        }
+        pausedModes = modes
+        let placeholder = InputSource {}
+        for mode in modes { loop.add(placeholder, to: mode) }
+        placeholderLock.withLock { self.placeholder = placeholder }
+    }
+
+    /// The consumer caught up: brings the port back, at the owner loop's next pass.
+    func requestResume() {
+        _ = ownerLoop?.itemInvalidated { [self] _ in resume() }
+    }
+
+    private func resume() {
+        buffer?.resumed()
+        let placeholder = placeholderLock.withLock { () -> InputSource? in
+            defer { self.placeholder = nil }
+            return self.placeholder
+        }
+        defer { placeholder?.invalidate() } // after the port is back: the modes are never empty
+        guard let port, port.isValid, let loop = ownerLoop, !loop.isTornDown else { return }
+        for mode in pausedModes { loop.add(port, to: mode) }
+        pausedModes = []
+    }
+
+    // MARK: - Detaching
+
+    /// The consumer stopped: at the owner loop's next pass, removes the stream's handler
+    /// and brings the port back if it was paused.
+    func requestDetach() {
+        _ = ownerLoop?.itemInvalidated { [self] _ in detach() }
+    }
+
+    private func detach() {
+        if !pausedModes.isEmpty { resume() }
+        // Only if ours is still the handler: a replaced handler is the new owner's.
+        if handlerInstalled { port?.handler = nil } // releases the token: portFinished()
+        port = nil
+    }
+}
+
+/// Held by the stream's handler closure alone: its release tells the stream the handler is gone.
+final class HandlerToken: Sendable {
+    private let buffer: PortMessageBuffer
+
+    init(buffer: PortMessageBuffer) { self.buffer = buffer }
+
+    deinit { buffer.portFinished() }
+
+    /// The handler: hands the message to the consumer or the buffer, pausing the port when
+    /// it fills; drops it (as a port without a handler would) once the consumer is gone.
+    func deliver(_ message: LoopMessage, from port: LocalPort?) {
+        switch buffer.accept(message) {
+        case .handedOver(let consumer): consumer.resume(returning: message)
+        case .buffered: break
+        case .bufferedAndFull: buffer.attachment?.pause()
+        case .refused: port?.drop(.noHandler, "message \(message.id) came after its stream's consumer stopped")
+        }
+    }
+}
