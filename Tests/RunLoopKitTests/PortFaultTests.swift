@@ -72,6 +72,24 @@ final class PortFaultTests: XCTestCase {
         }
     }
 
+    func testAPortReleasedWithItsThreadNeverLeavesSendersQueueingIntoNothing() throws {
+        // The thread keeps no reference to its port: only its loop's mode holds it, and the
+        // port is freed during the thread's teardown.
+        let remoteBox = LockedValue<RemotePort?>(nil)
+        TestThread {
+            guard let port = try? LocalPort(name: "released-\(getpid())", handler: { _ in nil }) else { return }
+            ThreadRunLoop.current.add(port, to: .default)
+            remoteBox.withLock { $0 = RemotePort(port.inProcessAddress) }
+        }.join()
+        let remote = try XCTUnwrap(remoteBox.withLock { $0 })
+        XCTAssertThrowsError(try remote.send(LoopMessage(id: 1), timeout: .seconds(10))) {
+            XCTAssertEqual($0 as? PortError, .remoteInvalid(remote.address), "known closed: not queued for nobody")
+        }
+        XCTAssertThrowsError(try RemotePort(named: "released-\(getpid())")) {
+            XCTAssertEqual($0 as? PortError, .nameNotFound("released-\(getpid())"), "and its name was given back")
+        }
+    }
+
     func testABlockedReceiverMakesSendersTimeOutAndWhenItReadsAgainEverythingAcceptedArrives() throws {
         var received = 0
         let port = try LocalPort(receiveHighWaterMark: 100) { _ in received += 1; return nil }

@@ -139,6 +139,16 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
+    /// A port freed without `invalidate()` (its last reference was its loop's mode, dropped
+    /// at the thread's teardown) still leaves the directory and gives back its name, so that
+    /// no sender ever connects to its dead inproc address, where libzmq would quietly queue.
+    deinit {
+        guard isValid else { return } // close() already did all this
+        PortDirectory.shared.closing(inProcessAddress)
+        for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
+        if let registration { PortDirectory.shared.withdraw(registration) }
+    }
+
     /// The name the port is registered under, if any. Any thread.
     public var name: String? { registeredName.withLock { $0 } }
 
