@@ -38,6 +38,9 @@ enum Catalog {
         BenchCase(name: ThreadCyclesCase.name,
                   measures: "worker create → perform(waitUntilDone) → stop cycles per second; RSS growth",
                   run: ThreadCyclesCase.run),
+        BenchCase(name: TaskHopCase.name,
+                  measures: "a task awaiting a method of an actor pinned to a worker's run loop, µs",
+                  run: TaskHopCase.run),
     ]
 
     static var names: [String] { all.map(\.name) }

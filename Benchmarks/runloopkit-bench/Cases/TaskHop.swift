@@ -1,0 +1,103 @@
+import Dispatch
+import Foundation
+import RunLoopKit
+
+// Both actors change isolated state on every call: Swift's optimizer may drop the hop to an
+// actor's executor for a method that touches none, which would time nothing.
+
+/// An actor pinned to a RunLoopKit worker's run-loop thread (its executor is the loop's).
+actor PinnedEcho {
+    let worker: WorkerThread
+    private var calls = 0
+    nonisolated var unownedExecutor: UnownedSerialExecutor { worker.executor.asUnownedSerialExecutor() }
+    init(worker: WorkerThread) { self.worker = worker }
+    func echo(_ value: Int) -> Int {
+        precondition(worker.loop.isOwnerThread, "the pinned actor ran off its worker's thread")
+        calls += 1
+        return value
+    }
+}
+
+/// A plain actor, on Swift's default (cooperative pool) executor.
+actor PlainEcho {
+    private var calls = 0
+    func echo(_ value: Int) -> Int {
+        calls += 1
+        return value
+    }
+}
+
+/// Times `count` awaits of `call` from a task on the cooperative pool: for the pinned
+/// actor, a hop onto the worker's thread and back.
+private func timeAwaits(_ count: Int, _ call: @escaping @Sendable (Int) async -> Int) -> LatencyRecorder {
+    /// Written by the task before it signals `done`, read after `done.wait()`: the
+    /// semaphore orders the two.
+    final class Outcome: @unchecked Sendable { var recorder = LatencyRecorder() }
+    let done = DispatchSemaphore(value: 0)
+    let outcome = Outcome()
+    Task {
+        var recorder = LatencyRecorder()
+        for index in 0..<count {
+            let start = Clock.now()
+            let answer = await call(index)
+            recorder.record(nanoseconds: Clock.now() &- start)
+            precondition(answer == index)
+        }
+        outcome.recorder = recorder
+        done.signal()
+    }
+    done.wait()
+    return outcome.recorder
+}
+
+final class RunLoopKitTaskHop: LatencyContender {
+    let name = "runloopkit"
+    private let worker: WorkerThread
+    private let echo: PinnedEcho
+
+    init() {
+        do {
+            worker = try WorkerThread(name: "bench-actor")
+        } catch {
+            fatalError("cannot start the worker: \(error)")
+        }
+        echo = PinnedEcho(worker: worker)
+    }
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let echo = echo
+        return timeAwaits(count) { await echo.echo($0) }
+    }
+
+    func finish() { worker.stop() }
+}
+
+final class DefaultActorHop: LatencyContender {
+    let name = "default-actor"
+    private let echo = PlainEcho()
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let echo = echo
+        return timeAwaits(count) { await echo.echo($0) }
+    }
+
+    func finish() {}
+}
+
+/// Issue 5's task-to-thread hop: a task awaiting a method of an actor pinned to a worker's
+/// run loop, beside the same call on a plain actor. No target: a plain actor may run on
+/// the awaiting task's own pool thread without any thread switch.
+enum TaskHopCase {
+    static let name = "task-hop"
+
+    static func run(_ config: BenchConfig) -> CaseOutcome {
+        let contenders: [any LatencyContender] = [RunLoopKitTaskHop(), DefaultActorHop()]
+        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
+                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
+        var outcome = CaseOutcome(name: name)
+        outcome.distributions = distributions
+        outcome.chartCaption = "await an actor method from a task"
+        outcome.metrics = [distributions.metric(name, "us_p50") { $0.p50 }]
+        return outcome
+    }
+}
