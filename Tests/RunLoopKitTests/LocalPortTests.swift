@@ -7,17 +7,6 @@ import XCTest
 final class LocalPortTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
 
-    /// Runs the current loop in `mode` until `condition` holds; false if the safety net
-    /// (20 s unless given) passes first.
-    private func runLoop(in mode: LoopMode = .default, safetyNet: Duration = .seconds(20), until condition: () -> Bool) -> Bool {
-        let limit = Deadline.after(safetyNet)
-        while !condition() {
-            guard Deadline.now() < limit else { return false }
-            _ = loop.run(mode: mode, until: limit, returnAfterSourceHandled: true)
-        }
-        return true
-    }
-
     func testAMessageFromAnotherThreadReachesTheHandlerOnTheOwnerThread() throws {
         var received: [LoopMessage] = []
         var onOwnerThread = false
@@ -48,7 +37,7 @@ final class LocalPortTests: XCTestCase {
             }
         }.join()
         loop.add(port, to: .default) // the edge already passed before the port joined the poll set
-        XCTAssertTrue(runLoop { count == burst }, "delivered \(count) of \(burst)")
+        XCTAssertTrue(runCurrentLoop { count == burst }, "delivered \(count) of \(burst)")
         port.invalidate()
     }
 
@@ -74,7 +63,7 @@ final class LocalPortTests: XCTestCase {
             for index in 1..<100 { try? port.send(LoopMessage(id: Int32(index))) }
             sentDuringHandler.signal()
         }
-        XCTAssertTrue(runLoop { count == 100 }, "delivered \(count) of 100")
+        XCTAssertTrue(runCurrentLoop { count == 100 }, "delivered \(count) of 100")
         sender.join()
         port.invalidate()
     }
@@ -107,7 +96,7 @@ final class LocalPortTests: XCTestCase {
             }
         }
         // A safety net only: on a loaded 2-core machine a debug build needs well over 20 s.
-        XCTAssertTrue(runLoop(safetyNet: .seconds(600)) { total == 4 * perSender }, "delivered \(total) of \(4 * perSender)")
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(600)) { total == 4 * perSender }, "delivered \(total) of \(4 * perSender)")
         port.invalidate() // should the net ever catch, the senders fail fast instead of outliving the test
         for sender in senders { sender.join() }
         XCTAssertEqual(outOfOrder, 0)
@@ -131,9 +120,9 @@ final class LocalPortTests: XCTestCase {
             loop.add(port, to: .default)
             try! mainPort.send(LoopMessage(id: 100, components: [.port(port.remote)]))
         }
-        XCTAssertTrue(runLoop { workerPort != nil })
+        XCTAssertTrue(runCurrentLoop { workerPort != nil })
         try workerPort!.send(LoopMessage(id: 1, text: "job"))
-        XCTAssertTrue(runLoop { !answers.isEmpty })
+        XCTAssertTrue(runCurrentLoop { !answers.isEmpty })
         XCTAssertEqual(answers, ["echo job"])
         worker.stop()
         mainPort.invalidate()
@@ -217,10 +206,10 @@ final class LocalPortTests: XCTestCase {
         }
         loop.add(port, to: .default)
         try port.send(LoopMessage(id: 1))
-        XCTAssertTrue(runLoop { replacement != nil })
+        XCTAssertTrue(runCurrentLoop { replacement != nil })
         XCTAssertFalse(loop.contains(port, in: .default))
         try replacement!.send(LoopMessage(id: 2))
-        XCTAssertTrue(runLoop { got == [1, 2] })
+        XCTAssertTrue(runCurrentLoop { got == [1, 2] })
         replacement!.invalidate()
     }
 
@@ -236,7 +225,7 @@ final class LocalPortTests: XCTestCase {
         port.handlerErrorHandler = { error, message in reported.append((error as? Refused, message.id)) }
         loop.add(port, to: .default)
         for id: Int32 in 1...3 { try port.send(LoopMessage(id: id)) }
-        XCTAssertTrue(runLoop { handled == [1, 3] }, "the loop went on after the throw")
+        XCTAssertTrue(runCurrentLoop { handled == [1, 3] }, "the loop went on after the throw")
         XCTAssertEqual(reported.map(\.0), [Refused(id: 2)])
         XCTAssertEqual(port.statistics.handlerErrors, 1)
         let failure = LockedValue<PortError?>(nil)
@@ -244,7 +233,7 @@ final class LocalPortTests: XCTestCase {
             do { _ = try port.remote.sendRequest(LoopMessage(id: 7), sendTimeout: .seconds(5), receiveTimeout: .milliseconds(300)) }
             catch { failure.withLock { $0 = error as? PortError } }
         }
-        XCTAssertTrue(runLoop { reported.count == 2 })
+        XCTAssertTrue(runCurrentLoop { reported.count == 2 })
         requester.join()
         XCTAssertEqual(failure.withLock { $0 }, .receiveTimedOut(port.remote.address), "a request whose handler threw gets no reply")
         port.invalidate()
@@ -286,7 +275,7 @@ final class LocalPortTests: XCTestCase {
         ]
         for frames in malformed { XCTAssertTrue(try raw.send(frames, dontWait: false)) }
         XCTAssertTrue(try raw.send(valid, dontWait: false))
-        XCTAssertTrue(runLoop { delivered == [42] })
+        XCTAssertTrue(runCurrentLoop { delivered == [42] })
         XCTAssertEqual(port.statistics.messagesDropped, malformed.count)
         XCTAssertEqual(port.statistics.messagesReceived, 1)
         port.invalidate()

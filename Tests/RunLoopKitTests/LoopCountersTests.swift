@@ -11,16 +11,6 @@ final class LoopCountersTests: XCTestCase {
 
     private func uniqueMode(_ base: String) -> LoopMode { LoopMode("\(base)-\(UInt32.random(in: 0...UInt32.max))") }
 
-    /// Runs the current loop in `mode` until `condition` holds; false if 20 s pass first.
-    private func runLoop(in mode: LoopMode, until condition: () -> Bool) -> Bool {
-        let limit = Deadline.after(.seconds(20))
-        while !condition() {
-            guard Deadline.now() < limit else { return false }
-            _ = loop.run(mode: mode, until: limit, returnAfterSourceHandled: true)
-        }
-        return true
-    }
-
     func testANewLoopStartsWithEveryCounterAtZeroAndEveryDropReasonPresent() {
         let fresh = LockedValue<LoopCounters?>(nil)
         TestThread { fresh.withLock { $0 = ThreadRunLoop.current.snapshot().counters } }.join()
@@ -64,7 +54,7 @@ final class LoopCountersTests: XCTestCase {
         loop.add(port, to: mode)
         let before = counters
         TestThread { for id in 0..<5 { try! port.send(LoopMessage(id: Int32(id))) } }.join()
-        XCTAssertTrue(runLoop(in: mode) { received == 5 })
+        XCTAssertTrue(runCurrentLoop(in: mode) { received == 5 })
         XCTAssertEqual(counters.messagesHandled - before.messagesHandled, 5)
         XCTAssertEqual(counters.totalMessagesDropped - before.totalMessagesDropped, 0)
         port.invalidate()
@@ -82,7 +72,7 @@ final class LoopCountersTests: XCTestCase {
         badVersion[0][3] = 99
         let before = counters
         for frames in [[[1, 2, 3]], badVersion, [valid[0]], valid] { XCTAssertTrue(try raw.send(frames, dontWait: false)) }
-        XCTAssertTrue(runLoop(in: mode) { delivered == [42] })
+        XCTAssertTrue(runCurrentLoop(in: mode) { delivered == [42] })
         let after = counters
         XCTAssertEqual(after.messagesDropped[.malformed]! - before.messagesDropped[.malformed]!, 2)
         XCTAssertEqual(after.messagesDropped[.unsupportedVersion]! - before.messagesDropped[.unsupportedVersion]!, 1)
@@ -97,7 +87,7 @@ final class LoopCountersTests: XCTestCase {
         loop.add(port, to: mode)
         let before = counters
         try port.send(LoopMessage(id: 1))
-        XCTAssertTrue(runLoop(in: mode) { port.statistics.messagesDropped == 1 })
+        XCTAssertTrue(runCurrentLoop(in: mode) { port.statistics.messagesDropped == 1 })
         XCTAssertEqual(counters.messagesDropped[.noHandler]! - before.messagesDropped[.noHandler]!, 1)
         port.invalidate()
     }
@@ -112,7 +102,7 @@ final class LoopCountersTests: XCTestCase {
         try raw.connect(port.inProcessAddress.rawValue)
         let before = counters
         XCTAssertTrue(try raw.send(WireCodec.encode(LoopMessage(id: 9).wire(kind: .request, correlationID: 1)), dontWait: false))
-        XCTAssertTrue(runLoop(in: mode) { requests == 1 })
+        XCTAssertTrue(runCurrentLoop(in: mode) { requests == 1 })
         XCTAssertEqual(counters.messagesDropped[.replyNotSent]! - before.messagesDropped[.replyNotSent]!, 1)
         XCTAssertEqual(port.statistics.repliesFailed, 1)
         port.invalidate()
@@ -129,8 +119,8 @@ final class LoopCountersTests: XCTestCase {
         XCTAssertThrowsError(try server.remote.sendRequest(LoopMessage(id: 3), receiveTimeout: .milliseconds(50))) {
             guard case .receiveTimedOut = $0 as? PortError else { return XCTFail("\($0)") }
         }
-        XCTAssertTrue(runLoop(in: mode) { answered == 1 })
-        XCTAssertTrue(runLoop(in: ReplyPort.mode) { counters.messagesDropped[.lateReply]! > before.messagesDropped[.lateReply]! })
+        XCTAssertTrue(runCurrentLoop(in: mode) { answered == 1 })
+        XCTAssertTrue(runCurrentLoop(in: ReplyPort.mode) { counters.messagesDropped[.lateReply]! > before.messagesDropped[.lateReply]! })
         XCTAssertEqual(counters.messagesDropped[.lateReply]! - before.messagesDropped[.lateReply]!, 1)
         server.invalidate()
     }

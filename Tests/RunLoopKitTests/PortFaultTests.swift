@@ -9,16 +9,6 @@ import XCTest
 final class PortFaultTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
 
-    /// Runs the test thread's loop until `condition` holds; false if 20 s pass first.
-    private func runLoop(until condition: () -> Bool) -> Bool {
-        let limit = Deadline.after(.seconds(20))
-        while !condition() {
-            guard Deadline.now() < limit else { return false }
-            loop.run(mode: .default, before: limit)
-        }
-        return true
-    }
-
     func testARequesterTimesOutWhenThePeerProcessIsKilledMidRequestAndTheNameCanBeTakenAgain() throws {
         let worker = try builtExecutable("multiprocess-checkin")
         let mainName = "fault-main-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -33,7 +23,7 @@ final class PortFaultTests: XCTestCase {
         process.arguments = ["--worker-of", mainName, "--index", "0"]
         try process.run()
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        XCTAssertTrue(runLoop { checkedIn != nil }, "the worker process checked in")
+        XCTAssertTrue(runCurrentLoop { checkedIn != nil }, "the worker process checked in")
         let workerName = try XCTUnwrap(checkedIn)
         let remote = try RemotePort(named: workerName)
         XCTAssertEqual(try remote.sendRequest(LoopMessage(id: 1, text: "warm-up"), sendTimeout: .seconds(10),
@@ -111,7 +101,7 @@ final class PortFaultTests: XCTestCase {
         let sent = accepted.withLock { $0 }
         XCTAssertEqual(failures.withLock { $0 }, Array(repeating: .sendTimedOut(port.remote.address), count: 3))
         XCTAssertLessThan(sent, 50_000, "the high-water marks bounded what was queued")
-        XCTAssertTrue(runLoop { received == sent }, "received \(received) of \(sent) accepted")
+        XCTAssertTrue(runCurrentLoop { received == sent }, "received \(received) of \(sent) accepted")
         XCTAssertEqual(loop.run(mode: .default, timeout: .milliseconds(50), returnAfterSourceHandled: true), .timedOut,
                        "and nothing more than was accepted")
         XCTAssertEqual(received, sent)

@@ -15,16 +15,6 @@ final class PyZMQPeerTests: XCTestCase {
         .deletingLastPathComponent() // Tests
         .appendingPathComponent("peers/pyzmq_peer.py")
 
-    /// Runs the current loop in the default mode until `condition` holds; false if 30 s pass first.
-    private func runLoop(until condition: () -> Bool) -> Bool {
-        let limit = Deadline.after(.seconds(30))
-        while !condition() {
-            guard Deadline.now() < limit else { return false }
-            _ = loop.run(mode: .default, until: limit, returnAfterSourceHandled: true)
-        }
-        return true
-    }
-
     func testAPythonPyZMQPeerChecksInAndCompletesARequestReplyWithANamedPort() throws {
         guard pythonCanImportZMQ() else {
             if ProcessInfo.processInfo.environment["CI"] == "true" {
@@ -101,13 +91,13 @@ final class PyZMQPeerTests: XCTestCase {
         }
 
         // (a) The check-in: the peer's port arrives as a port component.
-        guard runLoop(until: { checkIn != nil || peerExited }), let worker = checkIn?.ports.first else {
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { checkIn != nil || peerExited }), let worker = checkIn?.ports.first else {
             return XCTFail("no check-in with a port from the peer; \(peerReport())")
         }
         try worker.send(LoopMessage(id: 1, text: "job-42"))
 
         // The answer (2), the peer's request (7, answered by the handler), then "done" (3).
-        guard runLoop(until: { done || (peerExited && peer.terminationStatus != 0) }), done else {
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { done || (peerExited && peer.terminationStatus != 0) }), done else {
             return XCTFail("the peer did not finish; \(peerReport())")
         }
         waitOrFail(exited, seconds: 30, "the peer to exit")

@@ -143,10 +143,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
     /// at the thread's teardown) still leaves the directory and gives back its name, so that
     /// no sender ever connects to its dead inproc address, where libzmq would quietly queue.
     deinit {
-        guard isValid else { return } // close() already did all this
+        guard isValid else { return } // close() already did this
         PortDirectory.shared.closing(inProcessAddress)
-        for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
-        if let registration { PortDirectory.shared.withdraw(registration) }
+        closeSocketAndGiveBackAddresses()
     }
 
     /// The name the port is registered under, if any. Any thread.
@@ -179,16 +178,24 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         guard isValid else { throw .invalidated }
     }
 
-    /// Tears the port down on its owner thread (or once that thread is gone).
-    func close() {
-        valid.store(false, ordering: .releasing)
-        PortDirectory.shared.closing(inProcessAddress)
-        ownerLoop?.removePortEverywhere(self)
+    /// Closes the socket, then drops the port's tcp aliases and gives back its name: after
+    /// the close, because closing an ipc listener unlinks its socket file, which must never
+    /// be the next owner's. (Callers first mark the port closing in the directory, so that
+    /// no sender connects to it meanwhile.)
+    private func closeSocketAndGiveBackAddresses() {
         socket = nil
         for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
         tcpAddresses.removeAll()
         if let registration { PortDirectory.shared.withdraw(registration) }
         registration = nil
+    }
+
+    /// Tears the port down on its owner thread (or once that thread is gone).
+    func close() {
+        valid.store(false, ordering: .releasing)
+        PortDirectory.shared.closing(inProcessAddress)
+        ownerLoop?.removePortEverywhere(self)
+        closeSocketAndGiveBackAddresses()
         registeredName.withLock { $0 = nil }
         handler = nil
         handlerErrorHandler = nil

@@ -95,3 +95,15 @@ final class SharedValue<Value>: @unchecked Sendable {
         return body(&value)
     }
 }
+
+/// Runs the calling thread's loop in `mode`, returning after each handled source, until
+/// `condition` holds; false if the safety net passes first.
+func runCurrentLoop(in mode: LoopMode = .default, safetyNet: Duration = .seconds(20),
+                    until condition: () -> Bool) -> Bool {
+    let limit = Deadline.after(safetyNet)
+    while !condition() {
+        guard Deadline.now() < limit else { return false }
+        _ = ThreadRunLoop.current.run(mode: mode, until: limit, returnAfterSourceHandled: true)
+    }
+    return true
+}
