@@ -142,6 +142,17 @@ final class ZMQSocketTests: XCTestCase {
         XCTAssertNil(try pull.receive(dontWait: true))
     }
 
+    func testFramesAreLentInPlaceAndLongerMessagesGrowTheSlotsWithoutLosingFrames() throws {
+        let (push, pull) = try makePushPull()
+        let long: [[UInt8]] = (0..<50).map { index in Array(repeating: UInt8(index), count: index * 10) }
+        let messages: [[[UInt8]]] = [[[1], [2]], long, [[3]], long.reversed()]
+        for frames in messages {
+            try push.send(frames, dontWait: false)
+            let lent = try pull.receive(dontWait: false) { views in views.map { [UInt8]($0) } }
+            XCTAssertEqual(lent, frames)
+        }
+    }
+
     func testTooManyFramesErrorHasItsOwnDescription() {
         XCTAssertEqual(
             ZMQError(code: .tooManyFrames, call: "zmq_msg_recv").description,

@@ -64,7 +64,7 @@ final class AsyncRequester: @unchecked Sendable {
             request.replyPort = try replyAddress(for: exchange.target.address)
             lastID &+= 1
             let id = lastID
-            try ThreadPortState.current.send(WireCodec.encode(request.wire(kind: .request, correlationID: id)),
+            try ThreadPortState.current.send(PortEnvelope(.request, request, correlationID: id),
                                              to: exchange.target, before: .after(exchange.sendTimeout))
             // Cancelled while sending: nothing waits, and its reply will be dropped as late.
             guard !exchange.isFinished else { return }

@@ -5,8 +5,10 @@
 /// changed, not that a message waits, and it may stay quiet while messages are queued.
 /// So the loop never trusts the descriptor alone. A port of the running mode whose
 /// descriptor fires is queued and drained: it stays queued after every message and
-/// leaves the queue only when a non-blocking receive finds nothing, which the port
-/// confirms with `ZMQ_EVENTS` (so the descriptor is re-armed and nothing is stranded).
+/// leaves the queue only when a non-blocking receive finds nothing. libzmq answers that
+/// only after processing the socket's command mailbox, exactly as reading `ZMQ_EVENTS`
+/// does (see `ZMQSocket.receive(dontWait:maxFrames:_:)`), so the descriptor is re-armed
+/// and nothing is stranded.
 /// A port of another mode is asked `hasPendingMessage()` (`ZMQ_EVENTS`) at once, which
 /// also consumes the descriptor's signal, and stays queued, silent, until its mode runs.
 ///
@@ -16,8 +18,8 @@ protocol PortSourceDriver: AnyObject {
     var pollDescriptor: Int32 { get }
     /// Whether a message can be received now without blocking (`ZMQ_EVENTS & ZMQ_POLLIN`).
     func hasPendingMessage() -> Bool
-    /// Receives one message without blocking and delivers it. `.empty` only once
-    /// `ZMQ_EVENTS` has confirmed that nothing waits.
+    /// Receives one message without blocking and delivers it. `.empty` only once libzmq,
+    /// having processed the socket's mailbox, found nothing waiting.
     func handleOneMessage() -> PortDelivery
     /// The source was removed from the loop's last mode or the loop was torn down.
     func detachedFromLoop()
@@ -29,6 +31,6 @@ enum PortDelivery {
     case delivered
     /// A message was taken but dropped (malformed, or the receive failed); more may wait.
     case dropped
-    /// Nothing waited (`ZMQ_EVENTS` agreed): the port is drained.
+    /// Nothing waited, after libzmq processed the socket's mailbox: the port is drained.
     case empty
 }

@@ -8,102 +8,121 @@
 /// A port queued for another mode stays there, without waking the loop again, until a run
 /// in one of its modes drains it.
 struct PortSourceTable {
-    private struct Entry {
+    /// One registered port and its place in the table. Handed to the pass by `nextReady`
+    /// and back by `willDeliver`/`didDeliver`, so delivering looks nothing up.
+    final class Entry {
         let port: any PortSourceDriver
-        var modeCount: Int
+        let token: UInt64
+        var modeCount = 1
+        /// Whether the entry is in `ready`, so queueing never searches the queue.
+        var isQueued = false
+        /// False once the port has left the loop (while its message was being delivered, say).
+        var isRegistered = true
+
+        init(port: any PortSourceDriver, token: UInt64) {
+            self.port = port
+            self.token = token
+        }
     }
 
-    private var entries: [UInt64: Entry] = [:]
-    private var tokens: [ObjectIdentifier: UInt64] = [:]
+    /// By poll token, for the poll set's reports.
+    private var byToken: [UInt64: Entry] = [:]
+    /// By port, for adding and removing.
+    private var byPort: [ObjectIdentifier: Entry] = [:]
     private var nextToken: UInt64 = Poller.wakeToken + 1
     /// Ready ports in the order they became ready, served round-robin.
-    private var ready: [UInt64] = []
+    private var ready: [Entry] = []
 
-    var isEmpty: Bool { entries.isEmpty }
+    var isEmpty: Bool { byPort.isEmpty }
 
     /// Counts one more mode for `port`, registering it in the poll set the first time.
     mutating func added(_ port: any PortSourceDriver, poller: Poller) throws(SystemCallError) {
         let id = ObjectIdentifier(port)
-        if let token = tokens[id] {
-            entries[token]!.modeCount += 1
+        if let entry = byPort[id] {
+            entry.modeCount += 1
             return
         }
-        let token = nextToken
+        let entry = Entry(port: port, token: nextToken)
         nextToken += 1
-        try poller.register(port.pollDescriptor, token: token)
-        tokens[id] = token
-        entries[token] = Entry(port: port, modeCount: 1)
-        markIfPending(token) // a burst may have arrived before the port was added
+        try poller.register(port.pollDescriptor, token: entry.token)
+        byPort[id] = entry
+        byToken[entry.token] = entry
+        queueIfPending(entry) // a burst may have arrived before the port was added
     }
 
     /// Counts one mode less for `port`, leaving the poll set when it is in none.
     mutating func removed(_ port: any PortSourceDriver, poller: Poller) {
-        guard let token = tokens[ObjectIdentifier(port)], var entry = entries[token] else { return }
+        guard let entry = byPort[ObjectIdentifier(port)] else { return }
         entry.modeCount -= 1
-        guard entry.modeCount == 0 else {
-            entries[token] = entry
-            return
-        }
+        guard entry.modeCount == 0 else { return }
         try? poller.deregister(port.pollDescriptor) // the port may already have closed its socket
-        entries[token] = nil
-        tokens[ObjectIdentifier(port)] = nil
-        ready.removeAll { $0 == token }
+        byPort[ObjectIdentifier(port)] = nil
+        byToken[entry.token] = nil
+        entry.isRegistered = false
+        dequeue(entry)
         port.detachedFromLoop()
     }
 
     /// The poll set reported the port's descriptor. A port of the running mode is queued
-    /// to be drained now (its receives confirm with `ZMQ_EVENTS`); any other port is asked
+    /// to be drained now (its receives confirm that it is drained); any other port is asked
     /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
     /// another mode never keeps waking the loop.
     mutating func descriptorReady(_ token: UInt64, runningMode items: ModeItems) {
-        guard let port = entries[token]?.port else { return }
-        if items.contains(.port(port)) {
-            if !ready.contains(token) { ready.append(token) }
-        } else if port.hasPendingMessage() {
-            if !ready.contains(token) { ready.append(token) }
+        guard let entry = byToken[token] else { return }
+        if items.contains(.port(entry.port)) || entry.port.hasPendingMessage() {
+            enqueue(entry)
         } else {
-            ready.removeAll { $0 == token }
+            dequeue(entry)
         }
     }
 
     /// The first ready port that is in `items`' mode.
-    func nextReady(in items: ModeItems) -> (any PortSourceDriver)? {
-        guard !ready.isEmpty else { return nil }
-        for token in ready {
-            guard let port = entries[token]?.port else { continue }
-            if items.contains(.port(port)) { return port }
+    func nextReady(in items: ModeItems) -> Entry? {
+        for entry in ready where items.contains(.port(entry.port)) {
+            return entry
         }
         return nil
     }
 
-    /// Takes `port` off the ready queue before one of its messages is delivered.
+    /// Takes `entry` off the ready queue before one of its messages is delivered.
     /// (Delivery runs user code, which may add or remove ports, so it happens outside
     /// any mutation of the table: see `ThreadRunLoop.deliverOneMessage(from:)`.)
-    mutating func willDeliver(from port: any PortSourceDriver) {
-        guard let token = tokens[ObjectIdentifier(port)] else { return }
-        ready.removeAll { $0 == token }
+    mutating func willDeliver(from entry: Entry) {
+        dequeue(entry)
     }
 
-    /// Requeues `port` at the back unless the receive found it drained (or it was removed
+    /// Requeues `entry` at the back unless the receive found it drained (or it was removed
     /// meanwhile): a port is drained until a receive comes back empty.
-    mutating func didDeliver(from port: any PortSourceDriver, _ outcome: PortDelivery) {
-        guard outcome != .empty, let token = tokens[ObjectIdentifier(port)], !ready.contains(token) else { return }
-        ready.append(token)
+    mutating func didDeliver(from entry: Entry, _ outcome: PortDelivery) {
+        guard outcome != .empty, entry.isRegistered else { return }
+        enqueue(entry)
     }
 
     /// Whether `port` holds a message, for a snapshot. Asking `ZMQ_EVENTS` may consume the
     /// descriptor's wake-up, so a port found holding one is queued as ready.
     mutating func checkPending(_ port: any PortSourceDriver) -> Bool {
-        guard let token = tokens[ObjectIdentifier(port)] else { return false }
-        markIfPending(token)
-        return ready.contains(token)
+        guard let entry = byPort[ObjectIdentifier(port)] else { return false }
+        queueIfPending(entry)
+        return entry.isQueued
     }
 
     /// Every registered port, for teardown.
-    var allPorts: [any PortSourceDriver] { entries.values.map(\.port) }
+    var allPorts: [any PortSourceDriver] { byPort.values.map(\.port) }
 
-    private mutating func markIfPending(_ token: UInt64) {
-        guard let port = entries[token]?.port, !ready.contains(token), port.hasPendingMessage() else { return }
-        ready.append(token)
+    private mutating func queueIfPending(_ entry: Entry) {
+        guard !entry.isQueued, entry.port.hasPendingMessage() else { return }
+        enqueue(entry)
+    }
+
+    private mutating func enqueue(_ entry: Entry) {
+        guard !entry.isQueued else { return }
+        entry.isQueued = true
+        ready.append(entry)
+    }
+
+    private mutating func dequeue(_ entry: Entry) {
+        guard entry.isQueued, let index = ready.firstIndex(where: { $0 === entry }) else { return }
+        entry.isQueued = false
+        ready.remove(at: index)
     }
 }

@@ -94,9 +94,9 @@ extension ThreadRunLoop {
 
     /// Step 9 for ports: delivers one message of a ready port, then requeues the port at the
     /// back of the ready queue until a receive finds it drained.
-    private func deliverOneMessage(from port: any PortSourceDriver) -> Bool {
+    private func deliverOneMessage(from port: PortSourceTable.Entry) -> Bool {
         ports.willDeliver(from: port)
-        let outcome = port.handleOneMessage()
+        let outcome = port.port.handleOneMessage()
         if outcome == .delivered { instruments.messageHandled() }
         ports.didDeliver(from: port, outcome)
         return outcome == .delivered

@@ -6,36 +6,40 @@ extension LocalPort: PortSourceDriver {
         return events.contains(.pollIn)
     }
 
-    /// Receives one message without blocking, decodes it and delivers it. A malformed
-    /// message is dropped with a logged reason and counted; never a crash. `.empty` comes
-    /// only after `ZMQ_EVENTS` agreed nothing waits (`ZMQSocket.receive(dontWait:)`).
+    /// Receives one message without blocking, decodes it where libzmq put it and delivers
+    /// it. A malformed message is dropped with a logged reason and counted; never a crash.
+    /// `.empty` means drained: libzmq's non-blocking receive processed the socket's
+    /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     func handleOneMessage() -> PortDelivery {
         guard let socket else { return .empty }
-        let frames: [[UInt8]]
+        let decoded: Result<PortEnvelope, WireFormatError>
         do {
-            guard let received = try socket.receive(dontWait: true) else { return .empty }
-            frames = received
+            guard let received = try socket.receive(dontWait: true, { frames in
+                Result { () throws(WireFormatError) in
+                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                }
+            }) else { return .empty }
+            decoded = received
         } catch {
             drop(.receiveFailed, "\(error)")
             return .dropped
         }
-        let wire: WireMessage
-        do {
-            wire = try WireCodec.decode(frames)
-        } catch {
+        switch decoded {
+        case .success(let envelope):
+            deliver(envelope)
+            return .delivered
+        case .failure(let error):
             drop(MessageDropReason(rejecting: error), "\(error)")
             return .dropped
         }
-        deliver(wire)
-        return .delivered
     }
 
     func detachedFromLoop() {}
 
-    private func deliver(_ wire: WireMessage) {
-        let message = LoopMessage(wire: wire)
+    private func deliver(_ envelope: PortEnvelope) {
+        let message = envelope.message
         statistics.countReceived()
-        switch wire.kind {
+        switch envelope.kind {
         case .message:
             guard handler != nil else { return drop(.noHandler, "no handler for message \(message.id)") }
             _ = handle(message)
@@ -45,10 +49,10 @@ extension LocalPort: PortSourceDriver {
             // The reply carries the request's id whatever the handler put in it (wire format).
             var reply = answer ?? LoopMessage(id: message.id)
             reply.id = message.id
-            sendReply(reply, to: message.replyPort, correlationID: wire.correlationID)
+            sendReply(reply, to: message.replyPort, correlationID: envelope.correlationID)
         case .reply:
             if let replyHandler {
-                replyHandler(wire.correlationID, message)
+                replyHandler(envelope.correlationID, message)
             } else {
                 _ = handle(message)
             }
@@ -80,9 +84,9 @@ extension LocalPort: PortSourceDriver {
         guard let replyPort else {
             return drop(.replyNotSent, "the request had no reply port")
         }
-        let frames = WireCodec.encode(reply.wire(kind: .reply, correlationID: correlationID))
         do {
-            try ThreadPortState.current.send(frames, to: replyPort, before: .after(LocalPort.replySendTimeout))
+            try ThreadPortState.current.send(PortEnvelope(.reply, reply, correlationID: correlationID),
+                                             to: replyPort, before: .after(LocalPort.replySendTimeout))
         } catch {
             drop(.replyNotSent, "\(error)")
         }

@@ -34,7 +34,7 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     }
 
     public func send(_ message: LoopMessage, before deadline: Deadline) throws(PortError) {
-        try ThreadPortState.current.send(WireCodec.encode(message.wire(kind: .message)), to: self, before: deadline)
+        try ThreadPortState.current.send(PortEnvelope(.message, message), to: self, before: deadline)
     }
 
     public var description: String { "RemotePort(\(address))" }

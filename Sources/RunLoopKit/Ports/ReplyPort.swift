@@ -85,8 +85,7 @@ extension RemotePort {
         request.replyPort = try replies.replyPort(for: address)
         let id = replies.begin()
         do {
-            try state.send(WireCodec.encode(request.wire(kind: .request, correlationID: id)),
-                           to: self, before: .after(sendTimeout))
+            try state.send(PortEnvelope(.request, request, correlationID: id), to: self, before: .after(sendTimeout))
         } catch {
             replies.abandon(id)
             throw error

@@ -7,10 +7,24 @@ import Glibc
 /// its own, created on first use and closed (with the context's bounded linger) when the
 /// thread exits. Thread-local: only ever touched by its own thread.
 final class ThreadPortState {
-    private var senders: [RemotePort: ZMQSocket] = [:]
-    /// The last destination and its socket: a thread mostly sends to one port at a time,
-    /// and this spares the dictionary's hashing on every send.
-    private var last: (destination: RemotePort, socket: ZMQSocket, target: PortAddress)?
+    /// The PUSH socket to one destination, and the address it is connected to.
+    private final class Sender {
+        let destination: RemotePort
+        let socket: ZMQSocket
+        /// The in-process alias of a named or tcp-bound port of this process, else `destination`'s address.
+        let target: PortAddress
+
+        init(destination: RemotePort, socket: ZMQSocket, target: PortAddress) {
+            self.destination = destination
+            self.socket = socket
+            self.target = target
+        }
+    }
+
+    private var senders: [RemotePort: Sender] = [:]
+    /// The last destination's sender: a thread mostly sends to one port at a time, and
+    /// this spares the dictionary's hashing on every send.
+    private var last: Sender?
     /// The private reply port, created by the first request this thread makes.
     var replyPort: ReplyPort?
 
@@ -37,15 +51,17 @@ final class ThreadPortState {
         return key
     }()
 
-    /// Sends a message's frames to `address`, waiting until `deadline` for the peer to
+    /// Sends a message to `destination`, waiting until `deadline` for the peer to
     /// take it; throws `PortError.sendTimedOut` if it does not, or `remoteInvalid` as soon
     /// as an in-process port is known to be closed. Nothing is queued for a peer that is
     /// not there (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
-    func send(_ frames: [[UInt8]], to destination: RemotePort, before deadline: Deadline) throws(PortError) {
+    func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) {
         let address = destination.address
-        let (socket, target) = try sender(for: destination)
+        let sender = try sender(for: destination)
+        let socket = sender.socket
+        let target = sender.target
         try portOperation {
-            if try socket.send(frames, dontWait: true) { return }
+            if try socket.send(envelope, dontWait: true) { return }
             while true {
                 if target.isInProcess && !PortDirectory.shared.isOpen(target) {
                     senders[destination] = nil
@@ -55,7 +71,7 @@ final class ThreadPortState {
                 let now = Deadline.now()
                 guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
                 _ = try socket.poll(for: .pollOut, timeout: min(deadline - now, ThreadPortState.livenessCheckInterval))
-                if try socket.send(frames, dontWait: true) { return }
+                if try socket.send(envelope, dontWait: true) { return }
             }
         }
     }
@@ -67,14 +83,14 @@ final class ThreadPortState {
     /// receiving port's `receiveHighWaterMark` this bounds what one sender has in flight.
     static let sendHighWaterMark: Int32 = 10_000
 
-    private func sender(for destination: RemotePort) throws(PortError) -> (ZMQSocket, PortAddress) {
-        if let last, last.destination == destination { return (last.socket, last.target) }
+    private func sender(for destination: RemotePort) throws(PortError) -> Sender {
+        if let last, last.destination == destination { return last }
+        if let sender = senders[destination] {
+            last = sender
+            return sender
+        }
         // Within this process, reach a named or tcp-bound port over inproc.
         let target = PortDirectory.shared.inProcessAlias(of: destination.address) ?? destination.address
-        if let socket = senders[destination] {
-            last = (destination, socket, target)
-            return (socket, target)
-        }
         let socket: ZMQSocket
         do {
             socket = try ZMQSocket(type: .push)
@@ -92,8 +108,9 @@ final class ThreadPortState {
             throw .transport(error)
         }
         if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
-        senders[destination] = socket
-        last = (destination, socket, target)
-        return (socket, target)
+        let sender = Sender(destination: destination, socket: socket, target: target)
+        senders[destination] = sender
+        last = sender
+        return sender
     }
 }

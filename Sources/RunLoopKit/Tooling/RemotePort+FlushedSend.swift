@@ -11,13 +11,13 @@ extension RemotePort {
     package static func sendFlushed(_ message: LoopMessage, to address: PortAddress,
                                     before deadline: Deadline) throws(PortError) {
         guard !address.isInProcess else { return try RemotePort(address).send(message, before: deadline) }
-        let frames = WireCodec.encode(message.wire(kind: .message))
+        let envelope = PortEnvelope(.message, message)
         try portOperation {
             let context = try ZMQContext(ioThreads: 1, maxSockets: 4)
             let socket = try ZMQSocket(context: context, type: .push)
             try socket.setOption(.immediate, true)
             try socket.connect(address.rawValue)
-            while try !socket.send(frames, dontWait: true) {
+            while try !socket.send(envelope, dontWait: true) {
                 let now = Deadline.now()
                 guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
                 _ = try socket.poll(for: .pollOut, timeout: deadline - now)

@@ -13,9 +13,8 @@ final class ZMQSocket {
     let type: ZMQSocketType
     /// Kept so the context outlives the socket: `zmq_ctx_term` would wait for it forever.
     let context: ZMQContext
-    /// The `zmq_msg_t` that `receive` reuses, allocated once so receiving allocates only
-    /// the frames it returns. Pointer-aligned, as libzmq requires.
-    private let message: UnsafeMutablePointer<zmq_msg_t>
+    /// The `zmq_msg_t`s that `receive` fills, kept from one message to the next.
+    private let frameSlots = ZMQFrameSlots()
 
     /// The number of frames `receive` accepts by default: a wire message's 1024 components
     /// and two header frames, with room to spare.
@@ -37,7 +36,6 @@ final class ZMQSocket {
         self.handle = handle
         self.type = type
         self.context = context
-        message = .allocate(capacity: 1)
     }
 
     /// Closes the socket, via `zmq_close`. Messages not yet sent are kept for at most the
@@ -45,7 +43,6 @@ final class ZMQSocket {
     deinit {
         // zmq_close only fails with ENOTSOCK, which a live handle cannot be.
         zmq_close(handle)
-        message.deallocate()
     }
 
     // MARK: - Endpoints
@@ -155,57 +152,69 @@ final class ZMQSocket {
 
     // MARK: - Receiving
 
-    /// Receives one whole multipart message, via `zmq_msg_init`, `zmq_msg_recv`,
-    /// `zmq_msg_more`, `zmq_msg_data`, `zmq_msg_size` and `zmq_msg_close`.
+    /// Receives one whole multipart message and copies its frames out; see
+    /// `receive(dontWait:maxFrames:_:)`, which lends them without copying.
+    func receive(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames) throws(ZMQError) -> [[UInt8]]? {
+        try receive(dontWait: dontWait, maxFrames: maxFrames) { frames in frames.map { [UInt8]($0) } }
+    }
+
+    /// Receives one whole multipart message and lends `body` its frames' bytes where
+    /// libzmq put them, valid only during the call; via `zmq_msg_recv`, `zmq_msg_more`,
+    /// `zmq_msg_data` and `zmq_msg_size` (`ZMQFrameSlots`).
     ///
     /// - Parameters:
-    ///   - dontWait: return `nil` rather than wait when no message is queued (checked
-    ///     against `ZMQ_EVENTS` before concluding so; see `isReady(for:)`).
+    ///   - dontWait: return `nil` rather than wait when no message is queued. A `nil` is
+    ///     final: before libzmq's non-blocking receive reports `EAGAIN` it processes the
+    ///     socket's command mailbox unthrottled (`socket_base_t::recv`, the `ZMQ_DONTWAIT`
+    ///     branch), exactly as reading `ZMQ_EVENTS` does, so it sees a peer's latest send
+    ///     and re-arms the edge-triggered `ZMQ_FD`. Asking `ZMQ_EVENTS` after it would only
+    ///     repeat the same `poll(2)`.
     ///   - maxFrames: the most frames to accept. A longer message is received to its end
     ///     and discarded (so the next receive starts at the next message), and this throws
     ///     `ZMQError.Code.tooManyFrames` with call `zmq_msg_recv`.
-    /// - Returns: the message's frames (at least one), or `nil` if `dontWait` and none is
-    ///   queued. Not `nil` otherwise.
+    /// - Returns: what `body` made of the frames (at least one), or `nil` if `dontWait` and
+    ///   none is queued. Not `nil` otherwise.
     /// - Throws: `tooManyFrames` (see `maxFrames`); `again` when not `dontWait` and the
     ///   `receiveTimeout` passed; any other failure of `zmq_msg_recv`.
-    func receive(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames) throws(ZMQError) -> [[UInt8]]? {
-        zmq_msg_init(message) // cannot fail: an empty message allocates nothing
-        defer { zmq_msg_close(message) } // frees the last frame; the others were freed by recv
+    func receive<Result>(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
+                         _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(ZMQError) -> Result? {
+        let slots = frameSlots
+        var count = 0
+        defer { slots.release(count) }
+        let first = slots.slot(0)
         if !dontWait {
-            try zmqCall("zmq_msg_recv") { zmq_msg_recv(message, handle, 0) }
-        } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(message, handle, ZMQ_DONTWAIT) }) == nil {
-            guard try isReady(for: .pollIn),
-                  try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(message, handle, ZMQ_DONTWAIT) }) != nil
-            else { return nil }
+            try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }
+        } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(first, handle, ZMQ_DONTWAIT) }) == nil {
+            return nil
         }
-        var frames: [[UInt8]] = []
-        frames.reserveCapacity(4) // a wire message with up to two components, in one allocation
+        count = 1
         var tooMany = false
-        while true {
-            if frames.count < maxFrames {
-                let size = zmq_msg_size(message)
-                frames.append(size == 0 ? [] : [UInt8](UnsafeRawBufferPointer(start: zmq_msg_data(message), count: size)))
+        var current = first
+        while zmq_msg_more(current) != 0 {
+            // Past `maxFrames`, the rest is received into the last slot and discarded.
+            if count < maxFrames {
+                current = slots.slot(count)
+                count += 1
             } else {
                 tooMany = true
             }
-            if zmq_msg_more(message) == 0 { break }
-            // The rest of a message arrives with its first frame, so this never waits;
-            // recv releases the previous frame's buffer before it reuses `message`.
-            try zmqCall("zmq_msg_recv") { zmq_msg_recv(message, handle, 0) }
+            // The rest of a message arrives with its first frame, so this never waits.
+            let slot = current
+            try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
         }
         if tooMany { throw ZMQError(code: .tooManyFrames, call: "zmq_msg_recv") }
-        return frames
+        return slots.withFrames(count, body)
     }
 
-    /// Whether `ZMQ_EVENTS` has `event`: asked after a non-blocking send or receive found
-    /// nothing to do, before believing it.
+    /// Whether `ZMQ_EVENTS` has `event`: asked after a non-blocking send found the queue
+    /// full, before believing it.
     ///
-    /// libzmq learns that a peer sent or read messages from commands in the socket's
-    /// mailbox, and non-blocking calls skip the mailbox if they looked at it in the last
-    /// few million CPU cycles (about a millisecond). So right after a peer's send, a
-    /// non-blocking receive can miss the message, and a send can see a queue full that
-    /// the peer has drained. Reading `ZMQ_EVENTS` always processes the mailbox, at the
-    /// cost of a `poll(2)` and a `getpid(2)`, so it is asked only on this slow path.
+    /// libzmq learns that a peer read messages from commands in the socket's mailbox, and
+    /// a non-blocking send skips the mailbox if it looked at it in the last few million
+    /// CPU cycles (about a millisecond), so it can see a queue full that the peer has
+    /// drained. Reading `ZMQ_EVENTS` always processes the mailbox, at the cost of a
+    /// `poll(2)` and a `getpid(2)`, so it is asked only on this slow path. (A non-blocking
+    /// receive needs no such check: see `receive(dontWait:maxFrames:_:)`.)
     @inline(__always)
     private func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
         try events.contains(event)

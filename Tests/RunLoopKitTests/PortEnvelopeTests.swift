@@ -1,0 +1,71 @@
+import Foundation
+@testable import RunLoopKit
+import XCTest
+
+/// The zero-copy paths of a port message: sent from where its bytes are, decoded from
+/// where libzmq put them. Both must agree with `WireCodec`'s model byte for byte.
+final class PortEnvelopeTests: XCTestCase {
+    private func makePushPull() throws -> (push: ZMQSocket, pull: ZMQSocket) {
+        let endpoint = "inproc://port-envelope-tests.\(UUID().uuidString)"
+        let pull = try ZMQSocket(type: .pull)
+        try pull.setOption(.receiveTimeout, 5000)
+        try pull.bind(endpoint)
+        let push = try ZMQSocket(type: .push)
+        try push.connect(endpoint)
+        return (push, pull)
+    }
+
+    private func port(_ address: String) -> RemotePort {
+        RemotePort(PortAddress(unchecked: address))
+    }
+
+    private var envelopes: [PortEnvelope] {
+        [
+            PortEnvelope(.message, LoopMessage(id: 0)),
+            PortEnvelope(.message, LoopMessage(id: -7, components: [.data([])])),
+            PortEnvelope(.message, LoopMessage(id: 1, components: [.data(Array(repeating: 9, count: 64))])),
+            PortEnvelope(.request, LoopMessage(id: Int32.max, components: [.data([1, 2]), .port(port("ipc:///tmp/x")),
+                                                                            .data(Array(repeating: 3, count: 100_000))],
+                                               replyPort: port("inproc://reply")), correlationID: .max),
+            PortEnvelope(.reply, LoopMessage(id: 5, components: (0..<40).map { .data([UInt8($0)]) }), correlationID: 42),
+        ]
+    }
+
+    func testSendingAnEnvelopeWritesExactlyTheFramesOfWireCodecEncode() throws {
+        let (push, pull) = try makePushPull()
+        for envelope in envelopes {
+            XCTAssertTrue(try push.send(envelope, dontWait: false))
+            XCTAssertEqual(try pull.receive(dontWait: false), WireCodec.encode(envelope.wireMessage))
+        }
+    }
+
+    func testDecodingFramesWhereTheSocketPutThemGivesBackTheEnvelopeSent() throws {
+        let (push, pull) = try makePushPull()
+        var replyAddresses = ReplyAddressCache()
+        // Twice over, so the second round's reply address comes from the cache.
+        for envelope in envelopes + envelopes {
+            XCTAssertTrue(try push.send(envelope, dontWait: true))
+            let decoded = try pull.receive(dontWait: false) { frames in
+                Result { () throws(WireFormatError) in
+                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                }
+            }
+            XCTAssertEqual(try decoded?.get(), envelope)
+        }
+    }
+
+    func testAMalformedMessageFromTheSocketIsReportedLikeTheModelReportsIt() throws {
+        let (push, pull) = try makePushPull()
+        let frames: [[UInt8]] = [WireCodec.encode(WireMessage(messageID: 1, components: [.port(address: "inproc://a")]))[0],
+                                 Array("inproc://ok".utf8), Array("nope://x".utf8)]
+        XCTAssertTrue(try push.send(frames, dontWait: false))
+        var replyAddresses = ReplyAddressCache()
+        let decoded = try pull.receive(dontWait: false) { frames in
+            Result { () throws(WireFormatError) in
+                try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+            }
+        }
+        XCTAssertThrowsError(try decoded?.get()) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(index: 2)) }
+        XCTAssertThrowsError(try WireCodec.decode(frames)) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(index: 2)) }
+    }
+}
