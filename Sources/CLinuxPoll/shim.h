@@ -1,5 +1,5 @@
 // Linux readiness and wake-up primitives that Glibc's Swift module does not
-// export: epoll (the poll set), eventfd (wakeUp) and timerfd (timer deadlines).
+// export: epoll (the poll set), eventfd and futex (wakeUp) and timerfd (timer deadlines).
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -37,4 +37,28 @@ static inline int clinux_set_thread_name(const char *name) {
 /// time the kernel may add to its timed sleeps to batch wake-ups; Linux's default is 50 µs.
 static inline int clinux_set_timer_slack(unsigned long nanoseconds) {
     return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}
+
+#include <linux/futex.h>
+#include <stdint.h>
+#include <time.h>
+/// Sleeps while `*word == expected` (`FUTEX_WAIT_BITSET`, process-private), until woken,
+/// or until `deadline_ns` on CLOCK_MONOTONIC (absolute nanoseconds; UINT64_MAX: no
+/// deadline). Returns 0 when woken (maybe spuriously), -1 with errno ETIMEDOUT, EAGAIN
+/// (the word no longer held `expected`) or EINTR.
+static inline int clinux_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    struct timespec deadline;
+    struct timespec *timeout = NULL;
+    if (deadline_ns != UINT64_MAX) {
+        deadline.tv_sec = (time_t)(deadline_ns / 1000000000u);
+        deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
+        timeout = &deadline;
+    }
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, timeout, NULL,
+                        FUTEX_BITSET_MATCH_ANY);
+}
+
+/// Wakes one thread sleeping in `clinux_futex_wait` on `word`. Returns how many woke.
+static inline int clinux_futex_wake(uint32_t *word) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }

@@ -47,6 +47,31 @@ final class ThreadRunLoopTests: XCTestCase {
         XCTAssertNil(weakLoop, "nothing keeps a torn-down loop alive")
     }
 
+    func testALoopMadeForAnotherThreadQueuesWorkUntilThatThreadAdoptsAndRunsIt() {
+        let loop = ThreadRunLoop.makeForAdoption()
+        XCTAssertFalse(loop.isOwnerThread, "no thread owns it yet")
+        let log = EventLog()
+        let requests = (0..<3).map { index in loop.perform { log.append("\(index)") } }
+        loop.wakeUp() // before any thread sleeps in it: makes its first sleep return at once
+        let seenThere = LockedValue<(owned: Bool, current: Bool, result: RunResult)?>(nil)
+        TestThread {
+            loop.adoptOnCallingThread()
+            let source = InputSource {}
+            loop.add(source, to: .default)
+            let result = loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: true)
+            seenThere.withLock { $0 = (loop.isOwnerThread, ThreadRunLoop.current === loop, result) }
+            source.invalidate()
+        }.join()
+        XCTAssertEqual(log.all, ["0", "1", "2"], "queued before the thread existed, run in order in its first pass")
+        XCTAssertEqual(requests.map(\.state), [.done, .done, .done])
+        let seen = seenThere.withLock { $0 }
+        XCTAssertEqual(seen?.owned, true)
+        XCTAssertEqual(seen?.current, true, "the adopted loop is the thread's current one")
+        XCTAssertEqual(seen?.result, .handledSource)
+        XCTAssertFalse(loop.isOwnerThread)
+        XCTAssertEqual(loop.perform {}.state, .cancelled, "torn down when its adopting thread exited")
+    }
+
     // MARK: - Run results
 
     func testRunningAnEmptyModeFinishesAtOnceWithoutTellingObservers() {

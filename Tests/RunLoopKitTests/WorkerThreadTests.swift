@@ -25,6 +25,42 @@ final class WorkerThreadTests: XCTestCase {
         worker.stop()
     }
 
+    func testWorkQueuedBeforeTheWorkersLoopFirstRunsStillRunsInOrder() throws {
+        let gate = DispatchSemaphore(value: 0)
+        // The set-up holds the thread before its loop's first run; init does not wait for it.
+        let worker = try WorkerThread(startingNamed: "early-work") { gate.wait() }
+        XCTAssertEqual(worker.state, .running, "takes work before its thread is ready")
+        XCTAssertFalse(worker.isCurrent)
+        let log = EventLog()
+        for index in 0..<50 { try worker.async { log.append(worker.isCurrent ? "\(index)" : "wrong thread") } }
+        let answer = SharedValue<Int?>(nil)
+        let caller = TestThread { answer.withLock { $0 = try? worker.sync { 42 } } }
+        gate.signal()
+        caller.join()
+        try worker.sync {}
+        XCTAssertEqual(log.all, (0..<50).map(String.init))
+        XCTAssertEqual(answer.withLock { $0 }, 42)
+        worker.stop()
+    }
+
+    func testInitWithASetUpReturnsOnlyAfterTheSetUpRanEvenWhenItIsSlow() throws {
+        let started = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let finished = SharedValue(false)
+        let releaser = TestThread {
+            started.wait()
+            release.signal() // only once the set-up is under way
+        }
+        let worker = try WorkerThread(name: "slow-set-up") {
+            started.signal()
+            release.wait()
+            finished.withLock { $0 = true }
+        }
+        XCTAssertTrue(finished.withLock { $0 }, "init returned before its set-up finished")
+        releaser.join()
+        worker.stop()
+    }
+
     // MARK: - Perform
 
     func testWorkFromAnotherThreadRunsOnTheWorkerInFIFOOrder() throws {
@@ -213,8 +249,49 @@ final class WorkerThreadTests: XCTestCase {
 
     // MARK: - Stop
 
+    func testWorkersStoppedRightAfterInitExitAndAreJoinedWithoutHanging() throws {
+        for index in 0..<200 {
+            let worker = try WorkerThread(name: "instant-stop")
+            worker.stop(pending: index.isMultiple(of: 2) ? .run : .cancel)
+            XCTAssertEqual(worker.state, .stopped)
+        }
+        for _ in 0..<50 { _ = try WorkerThread(name: "instant-stop") } // released at once: deinit stops them
+        XCTAssertFalse(liveThreadNames().contains("instant-stop"))
+    }
+
+    func testAStopBeforeTheWorkersLoopFirstRunsStillRunsTheQueuedWorkAndJoins() throws {
+        let gate = DispatchSemaphore(value: 0)
+        let worker = try WorkerThread(startingNamed: "early-stop") { gate.wait() }
+        let log = EventLog()
+        let requests = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
+        worker.control.stop(pending: .run, by: .requestOnly) // asked while the thread is held in its set-up
+        XCTAssertEqual(worker.state, .stopping)
+        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        gate.signal()
+        worker.stop()
+        XCTAssertEqual(worker.state, .stopped)
+        XCTAssertEqual(log.all, ["0", "1", "2"], "run in the thread's last step, without a resident run")
+        XCTAssertEqual(requests.map(\.state), [.done, .done, .done])
+        XCTAssertFalse(liveThreadNames().contains("early-stop"))
+    }
+
+    func testAStopWithCancelBeforeTheWorkersLoopFirstRunsWakesWaitersWithStopped() throws {
+        let gate = DispatchSemaphore(value: 0)
+        let worker = try WorkerThread(startingNamed: "early-cancel") { gate.wait() }
+        let queued = try worker.async { XCTFail("cancelled work ran") }
+        worker.control.stop(pending: .cancel, by: .requestOnly)
+        XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
+            XCTAssertEqual($0 as? WorkerError, .stopped)
+        }
+        gate.signal()
+        worker.stop()
+        XCTAssertEqual(worker.state, .stopped)
+        XCTAssertEqual(queued.state, .cancelled)
+    }
+
     func testStopJoinsTheThreadAndStoppingTwiceIsHarmless() throws {
         let worker = try WorkerThread(name: "stop-twice")
+        try worker.sync {} // init does not wait for the thread: this does
         XCTAssertTrue(liveThreadNames().contains("stop-twice"))
         worker.stop()
         XCTAssertEqual(worker.state, .stopped)

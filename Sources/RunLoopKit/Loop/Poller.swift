@@ -2,135 +2,130 @@ import CLinuxPoll
 import Glibc
 import Synchronization
 
-/// The poll set a run loop sleeps in (step 7 of the pass): an epoll instance holding a
-/// wake-up eventfd and the descriptors of the loop's port sources, waited on with a
-/// nanosecond deadline (`epoll_pwait2`).
+/// Where a run loop sleeps (step 7 of the pass), and how other threads wake it.
+///
+/// A loop without port sources sleeps on a futex: its sleep/wake handshake word itself,
+/// with a nanosecond deadline (`FUTEX_WAIT_BITSET`, absolute on `CLOCK_MONOTONIC`). Once
+/// a port descriptor is registered, it sleeps in a poll set (`PollSet`: epoll with a
+/// wake-up eventfd, waited on with `epoll_pwait2`). So a worker that never holds a port
+/// makes no descriptor at all: no `epoll_create1`, `eventfd`, `epoll_ctl` or `close` per
+/// thread, and a pass that only looks (after handling a source) makes no system call.
 ///
 /// Thread safety: `wake()` and `isSleeping` may be used from any thread; everything
 /// else only from the loop's thread.
 final class Poller: @unchecked Sendable {
     /// The token reported for the wake-up eventfd; port sources use tokens from 1 up.
-    static let wakeToken: UInt64 = 0
+    static let wakeToken: UInt64 = PollSet.wakeToken
 
-    private let epollFD: Int32
-    private let wakeFD: Int32
+    /// The sleep/wake handshake, shared with waking threads (atomic), and the futex word a
+    /// loop without a poll set sleeps on. The loop sets a sleeping bit as it commits to
+    /// sleep (which one says where it sleeps), `wake()` sets `wakePending`. Allocated, so
+    /// that its address is stable for the kernel.
+    private let state: UnsafeMutablePointer<Atomic<UInt32>>
+    private static let sleepingOnFutex: UInt32 = 1
+    private static let wakePending: UInt32 = 2
+    private static let sleepingInPollSet: UInt32 = 4
 
-    /// Sleep/wake handshake: `sleeping` is set by the loop as it commits to sleep,
-    /// `wakePending` by `wake()`. Atomic, shared with waking threads.
-    private let state = Atomic<UInt8>(0)
-    private static let sleeping: UInt8 = 1
-    private static let wakePending: UInt8 = 2
-
+    /// Made by the first `register`, on the loop's thread, and never changed after (until
+    /// deinit). Wakers read it only after seeing `sleepingInPollSet`, which the loop sets
+    /// (releasing) after making it.
+    private var pollSet: PollSet?
     /// Whether `epoll_pwait2` exists on this kernel; loop thread only.
     private var preciseWaitAvailable = true
-    /// Reused buffer of ready events; loop thread only.
-    private var events = [epoll_event](repeating: epoll_event(), count: 64)
+    /// Reused buffer of ready events, allocated with the poll set; loop thread only.
+    private var events: [epoll_event] = []
 
-    init() throws(SystemCallError) {
-        epollFD = try systemCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
-        do {
-            wakeFD = try systemCall("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) }
-        } catch {
-            close(epollFD)
-            throw error
-        }
-        do {
-            try register(wakeFD, token: Poller.wakeToken)
-        } catch {
-            close(wakeFD)
-            close(epollFD)
-            throw error
-        }
+    init() {
+        state = .allocate(capacity: 1)
+        state.initialize(to: Atomic(0))
     }
 
     deinit {
-        close(wakeFD)
-        close(epollFD)
+        pollSet?.close()
+        state.deinitialize(count: 1)
+        state.deallocate()
     }
 
-    /// Adds a descriptor, reported with `token` when readable (level-triggered), via `epoll_ctl(EPOLL_CTL_ADD)`.
+    /// Adds a descriptor, reported with `token` when readable (level-triggered), via
+    /// `epoll_ctl(EPOLL_CTL_ADD)`; the first one makes the poll set.
     func register(_ fd: Int32, token: UInt64) throws(SystemCallError) {
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.u64 = token
-        try systemCall("epoll_ctl(ADD)") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) }
+        if pollSet == nil {
+            pollSet = try PollSet()
+            events = [epoll_event](repeating: epoll_event(), count: 64)
+        }
+        try pollSet!.register(fd, token: token)
     }
 
     /// Removes a descriptor, via `epoll_ctl(EPOLL_CTL_DEL)`.
     func deregister(_ fd: Int32) throws(SystemCallError) {
-        var event = epoll_event()
-        try systemCall("epoll_ctl(DEL)") { epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, &event) }
+        guard let pollSet else { throw SystemCallError(call: "epoll_ctl(DEL)", errno: ENOENT) }
+        try pollSet.deregister(fd)
     }
 
     /// True while the loop's thread is committed to sleeping in `wait`. Any thread.
-    var isSleeping: Bool { state.load(ordering: .acquiring) & Poller.sleeping != 0 }
+    var isSleeping: Bool {
+        state.pointee.load(ordering: .acquiring) & (Poller.sleepingOnFutex | Poller.sleepingInPollSet) != 0
+    }
 
     /// Makes the loop's current or next wait return at once. Any thread.
     ///
-    /// Writes the eventfd only when the loop is asleep; a loop that is awake sees the
-    /// pending flag before it commits to sleeping, so no wake-up is lost.
+    /// Wakes the futex or writes the eventfd only when the loop is asleep; a loop that is
+    /// awake sees the pending flag before it commits to sleeping, so no wake-up is lost.
     func wake() {
-        let old = state.bitwiseOr(Poller.wakePending, ordering: .acquiringAndReleasing).oldValue
-        guard old == Poller.sleeping else { return }
-        var one: UInt64 = 1
-        _ = try? systemCall("write(eventfd)") { write(wakeFD, &one, 8) }
+        let old = state.pointee.bitwiseOr(Poller.wakePending, ordering: .acquiringAndReleasing).oldValue
+        switch old {
+        case Poller.sleepingOnFutex: _ = clinux_futex_wake(futexWord)
+        case Poller.sleepingInPollSet: pollSet?.wake()
+        default: break
+        }
     }
 
     /// Waits until a registered descriptor is ready, `deadline` passes or `wake()` is called,
     /// then calls `ready` with the token of each ready port descriptor. With `poll` set it
     /// only looks, without sleeping.
     func wait(until deadline: Deadline, poll: Bool, ready: (UInt64) -> Void) throws(SystemCallError) {
+        guard let pollSet else {
+            // No descriptors to look at: only a sleep, if no wake-up is pending.
+            defer { state.pointee.store(0, ordering: .releasing) }
+            if !poll && commitToSleep(Poller.sleepingOnFutex) { try sleepOnFutex(until: deadline) }
+            return
+        }
         // Commit to sleep only if no wake-up is pending; otherwise just look.
-        let committed = !poll && state.compareExchange(
-            expected: 0, desired: Poller.sleeping, ordering: .acquiringAndReleasing
-        ).exchanged
-        let count = try waitForEvents(until: committed ? deadline : Deadline(rawValue: 0))
-        state.store(0, ordering: .releasing)
+        let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
+        let count = try pollSet.waitForEvents(until: committed ? deadline : Deadline(rawValue: 0), into: &events,
+                                              preciseWaitAvailable: &preciseWaitAvailable)
+        state.pointee.store(0, ordering: .releasing)
         for index in 0..<count {
             let token = events[index].data.u64
             if token == Poller.wakeToken {
-                drainWakeFD()
+                pollSet.drainWakeUps()
             } else {
                 ready(token)
             }
         }
     }
 
-    /// `epoll_pwait2` with a nanosecond timeout, falling back to `epoll_wait` rounded up
-    /// to whole milliseconds (never early) where the kernel lacks it. The time left is
-    /// computed afresh on each attempt, so a signal (`EINTR`) never stretches the wait.
-    private func waitForEvents(until deadline: Deadline) throws(SystemCallError) -> Int {
-        let capacity = Int32(events.count)
-        let infinite = deadline == .distantFuture
-        func remaining() -> UInt64 {
-            let now = Deadline.now()
-            return deadline > now ? deadline.rawValue - now.rawValue : 0
-        }
-        if preciseWaitAvailable {
-            do {
-                return Int(try systemCall("epoll_pwait2") {
-                    let left = remaining()
-                    var timeout = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
-                    return events.withUnsafeMutableBufferPointer { buffer in
-                        infinite
-                            ? epoll_pwait2(epollFD, buffer.baseAddress, capacity, nil, nil)
-                            : epoll_pwait2(epollFD, buffer.baseAddress, capacity, &timeout, nil)
-                    }
-                })
-            } catch where error.errno == ENOSYS {
-                preciseWaitAvailable = false
-            }
-        }
-        return Int(try systemCall("epoll_wait") {
-            let milliseconds = infinite ? -1 : Int32(clamping: (remaining() + 999_999) / 1_000_000)
-            return events.withUnsafeMutableBufferPointer { buffer in
-                epoll_wait(epollFD, buffer.baseAddress, capacity, milliseconds)
-            }
-        })
+    /// Sets `sleeping` if no wake-up is pending; returns whether it did.
+    private func commitToSleep(_ sleeping: UInt32) -> Bool {
+        state.pointee.compareExchange(expected: 0, desired: sleeping, ordering: .acquiringAndReleasing).exchanged
     }
 
-    private func drainWakeFD() {
-        var value: UInt64 = 0
-        _ = read(wakeFD, &value, 8) // EAGAIN is fine: a late writer's count is read next time.
+    /// Sleeps on the state word while it still says `sleepingOnFutex` (no wake-up since the
+    /// commit), until `deadline`. A spurious return or a signal (`EINTR`) only makes it
+    /// check the word again; the deadline is absolute, so it never stretches.
+    private func sleepOnFutex(until deadline: Deadline) throws(SystemCallError) {
+        while state.pointee.load(ordering: .acquiring) == Poller.sleepingOnFutex {
+            guard clinux_futex_wait(futexWord, Poller.sleepingOnFutex, deadline.rawValue) == -1 else { continue }
+            switch errno {
+            case ETIMEDOUT: return
+            case EAGAIN, EINTR: continue // the word changed (a wake-up), or a signal: look again
+            case let code: throw SystemCallError(call: "futex(WAIT_BITSET)", errno: code)
+            }
+        }
+    }
+
+    /// The state word's address, as the kernel's futex calls take it.
+    private var futexWord: UnsafeMutablePointer<UInt32> {
+        UnsafeMutableRawPointer(state).assumingMemoryBound(to: UInt32.self)
     }
 }

@@ -53,11 +53,7 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
 
     private init(isMain: Bool) {
         self.isMain = isMain
-        do {
-            poller = try Poller()
-        } catch {
-            fatalError("RunLoopKit cannot create a run loop's poll set: \(error)")
-        }
+        poller = Poller() // its poll set, if any, comes with the first port
     }
 
     // MARK: - Per-thread loops
@@ -68,11 +64,33 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
             return Unmanaged<ThreadRunLoop>.fromOpaque(pointer).takeUnretainedValue()
         }
         let loop = isMainThread ? main : ThreadRunLoop(isMain: false)
-        pthread_setspecific(ThreadRunLoop.threadKey, Unmanaged.passRetained(loop).toOpaque())
+        loop.bindToCallingThread()
+        return loop
+    }
+
+    /// A loop for a thread that does not run yet: made on the creating thread, it takes
+    /// perform requests and wake-ups at once (they wait in its queue), and becomes the new
+    /// thread's loop when that thread calls `adoptOnCallingThread()`. Until then it has no
+    /// owner thread: `isOwnerThread` is false everywhere. Any thread.
+    ///
+    /// A worker is created this way so that its `init` need not wait for its thread.
+    static func makeForAdoption() -> ThreadRunLoop { ThreadRunLoop(isMain: false) }
+
+    /// Makes this loop, from `makeForAdoption()`, the calling thread's loop: `current` there,
+    /// owned by it, and torn down when it exits. Once, on a thread that has no loop yet.
+    func adoptOnCallingThread() {
+        precondition(!isMain, "the main thread's loop cannot be adopted")
+        precondition(pthread_getspecific(ThreadRunLoop.threadKey) == nil, "the thread already has a run loop")
+        bindToCallingThread()
+    }
+
+    /// Binds the loop to the calling thread as its `current` (the thread-local key holds a
+    /// reference until the thread exits and the key's destructor tears the loop down).
+    private func bindToCallingThread() {
+        pthread_setspecific(ThreadRunLoop.threadKey, Unmanaged.passRetained(self).toOpaque())
         // Timers say how late they may fire (tolerance), so the kernel's own slack (50 µs by
         // default) would only make them later: a loop's thread sleeps with 1 µs of slack.
         _ = clinux_set_timer_slack(1_000)
-        return loop
     }
 
     /// The main thread's run loop, from any thread.

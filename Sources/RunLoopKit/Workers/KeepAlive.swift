@@ -9,18 +9,37 @@ import Synchronization
 /// handled source; asking to exit sets the flag, signals this source and wakes the loop,
 /// so the resident run returns after the current pass.
 ///
-/// Thread safety: `requestExit()` and `isExitRequested` from any thread; `init`,
-/// `runUntilExitRequested` and `remove()` on the loop's thread.
+/// A worker's keep-alive is made with its loop on the creating thread, before the worker's
+/// thread runs (`init(for:)`), and installed on that thread (`install()`), so that a stop
+/// can reach it at any time: an exit requested before the install is seen by the
+/// resident run before its first pass.
+///
+/// Thread safety: `init(for:)`, `requestExit()` and `isExitRequested` from any thread;
+/// `init(on:)`, `install()`, `runUntilExitRequested` and `remove()` on the loop's thread.
 final class KeepAlive: @unchecked Sendable {
     private let exitRequested = Atomic<Bool>(false)
+    /// The loop it keeps alive; woken directly, so that an exit requested before the
+    /// source is installed (and bound to the loop) still makes the loop's next sleep return.
+    private let loop: ThreadRunLoop
     /// Set once in `init`, before the object is shared.
     private var source: InputSource?
 
-    /// Adds the source to `loop`'s default mode. Loop thread.
-    init(on loop: ThreadRunLoop) {
-        let source = InputSource { [weak self] in self?.performed() }
-        self.source = source
-        loop.add(source, to: .default)
+    /// Makes the source for `loop` without adding it: `install()` does, on the loop's
+    /// thread. Any thread.
+    init(for loop: ThreadRunLoop) {
+        self.loop = loop
+        source = InputSource { [weak self] in self?.performed() }
+    }
+
+    /// Makes the source and adds it to `loop`'s default mode. Loop thread.
+    convenience init(on loop: ThreadRunLoop) {
+        self.init(for: loop)
+        install()
+    }
+
+    /// Adds the source to the loop's default mode. Once, on the loop's thread.
+    func install() {
+        if let source { loop.add(source, to: .default) }
     }
 
     var isExitRequested: Bool { exitRequested.load(ordering: .acquiring) }
@@ -28,7 +47,8 @@ final class KeepAlive: @unchecked Sendable {
     /// Makes the resident run return and not start again. Any thread.
     func requestExit() {
         exitRequested.store(true, ordering: .releasing)
-        source?.signalAndWake()
+        source?.signal()
+        loop.wakeUp()
     }
 
     /// Runs `loop` in its default mode until `requestExit()`. Loop thread.

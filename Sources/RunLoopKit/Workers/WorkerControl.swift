@@ -3,6 +3,11 @@ import Dispatch
 /// What a worker's handle and its thread share: the lifecycle, the loop, and the gate
 /// through which work enters the loop.
 ///
+/// The loop and its keep-alive are made on the creating thread, and the new thread adopts
+/// the loop as its own; so the worker takes work as soon as its thread is created, without
+/// waiting for that thread to run: work queued meanwhile waits in the loop's queue, and a
+/// stop requested meanwhile is seen before the loop's first pass.
+///
 /// Work enters only while the worker is running, inside the same lock that `stop` takes
 /// to leave `.running`. So everything accepted is in the loop's queue before the worker
 /// thread sees the stop, and its last step (run or cancel what is pending) sees all of
@@ -21,7 +26,9 @@ final class WorkerControl: @unchecked Sendable {
     }
 
     enum Lifecycle {
+        /// The thread is not created yet.
         case starting
+        /// The thread is created (it may not run yet): work is taken.
         case running
         /// Exit requested; the pending-work policy is what the thread's last step applies.
         case stopping(WorkerThread.PendingWork, Joining)
@@ -39,45 +46,57 @@ final class WorkerControl: @unchecked Sendable {
         case requestOnly
     }
 
+    /// The worker's loop, made here and adopted by the worker thread as it starts.
+    let loop: ThreadRunLoop
+    /// Keeps `loop`'s resident run going; installed by the worker thread.
+    private let keepAlive: KeepAlive
     private let lock = Lock()
     private var lifecycle = Lifecycle.starting // protected by lock
     private var thread: NativeThread? // protected by lock; set once the thread is created
-    private var loop: ThreadRunLoop? // protected by lock; set by the worker thread once ready
-    private var keepAlive: KeepAlive? // protected by lock; set with `loop`
-    /// Signalled once the loop is ready (`init` waits), and once the thread is joined.
-    private let ready = DispatchSemaphore(value: 0)
+    /// Signalled once the set-up has run on the worker thread (only when there is one).
+    private let setUpDone = DispatchSemaphore(value: 0)
+    /// Signalled once the thread is joined.
     private let joined = DispatchSemaphore(value: 0)
+
+    init() {
+        loop = ThreadRunLoop.makeForAdoption()
+        keepAlive = KeepAlive(for: loop)
+    }
 
     // MARK: - Start
 
-    /// Starts the thread and returns its loop once it is ready to take work.
-    func start(name: String, setUp: @escaping @Sendable () -> Void) throws(WorkerError) -> ThreadRunLoop {
+    /// Starts the thread; the worker is running (takes work) once this returns, whether or
+    /// not the thread runs yet. `setUp`, if any, runs on the thread before its loop first
+    /// runs; `waitUntilSetUp()` waits for it.
+    func start(name: String, setUp: (@Sendable () -> Void)?) throws(WorkerError) {
         let thread = try NativeThread.start(name: name) { [self] in main(setUp: setUp) }
-        lock.withLock { self.thread = thread }
-        ready.wait()
-        return lock.withLock { loop! }
-    }
-
-    /// The worker thread's body: the resident run, then the pending work, then exit.
-    private func main(setUp: () -> Void) {
-        let loop = ThreadRunLoop.current
-        let keepAlive = KeepAlive(on: loop)
-        setUp()
         lock.withLock {
-            self.loop = loop
-            self.keepAlive = keepAlive
+            self.thread = thread
             lifecycle = .running
         }
-        ready.signal()
+    }
+
+    /// Blocks until the set-up given to `start` has run on the worker thread. Once, and
+    /// only after a `start` with a set-up.
+    func waitUntilSetUp() { setUpDone.wait() }
+
+    /// The worker thread's body: the resident run, then the pending work, then exit.
+    private func main(setUp: (() -> Void)?) {
+        loop.adoptOnCallingThread()
+        keepAlive.install()
+        if let setUp {
+            setUp()
+            setUpDone.signal()
+        }
         keepAlive.runUntilExitRequested(loop)
-        finishPendingWork(on: loop)
+        finishPendingWork()
         keepAlive.remove()
         // Returning exits the thread; the loop's teardown (a thread-exit destructor)
         // cancels whatever was queued on the loop directly since, and waiters wake.
     }
 
     /// The thread's last step: runs or cancels the work queued before the stop.
-    private func finishPendingWork(on loop: ThreadRunLoop) {
+    private func finishPendingWork() {
         let pending = lock.withLock { () -> WorkerThread.PendingWork in
             if case .stopping(let pending, _) = lifecycle { return pending }
             return .cancel
@@ -108,7 +127,7 @@ final class WorkerControl: @unchecked Sendable {
     /// Queues work on the loop if the worker is running; nil once it is stopping.
     func enqueue(inModes modes: [LoopMode], tag: String?, _ work: @escaping @Sendable () -> Void) -> PerformRequest? {
         lock.withLock {
-            guard case .running = lifecycle, let loop else { return nil }
+            guard case .running = lifecycle else { return nil }
             return loop.perform(inModes: modes, tag: tag, work)
         }
     }
@@ -128,17 +147,16 @@ final class WorkerControl: @unchecked Sendable {
             case waitForJoiner
             case detach(NativeThread)
         }
-        guard let loop = lock.withLock({ loop }) else { return }
         let onWorker = loop.isOwnerThread
-        let (role, keepAlive, requestExit, cancelQueued) = lock.withLock {
-            () -> (Role, KeepAlive?, Bool, Bool) in
+        let (role, requestExit, cancelQueued) = lock.withLock {
+            () -> (Role, Bool, Bool) in
             let joining: Joining
             let policy: WorkerThread.PendingWork
             let requestExit: Bool
             let cancelQueued: Bool
             switch lifecycle {
             case .starting, .stopped:
-                return (.none, nil, false, false)
+                return (.none, false, false)
             case .running:
                 joining = .unclaimed
                 policy = pending
@@ -166,12 +184,12 @@ final class WorkerControl: @unchecked Sendable {
                 break
             }
             lifecycle = .stopping(policy, next)
-            return (role, self.keepAlive, requestExit, cancelQueued)
+            return (role, requestExit, cancelQueued)
         }
         // Cancelling here, not only on the worker thread, wakes waiters at once even
         // while the worker is busy with the work in progress.
         if cancelQueued { loop.cancelPerformRequests() }
-        if requestExit { keepAlive?.requestExit() }
+        if requestExit { keepAlive.requestExit() }
         switch role {
         case .none:
             break

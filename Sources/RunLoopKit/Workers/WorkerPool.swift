@@ -71,54 +71,41 @@ public final class WorkerPool: @unchecked Sendable, CustomStringConvertible {
         let checkIn = try PoolCheckIn(expected: count)
         defer { checkIn.close() }
         let deadline = Deadline.after(checkInTimeout)
-        var started: [(WorkerThread, LocalPort)] = []
+        var started: [StartingWorker] = []
         do {
+            // Every worker is started first, then waited for, so that their start-ups overlap.
             for index in 0..<count {
-                started.append(try WorkerPool.startWorker(index: index, name: "\(name)-\(index)", checkIn: checkIn.remote,
-                                                          timeout: checkInTimeout, messageHandler: messageHandler))
+                started.append(try StartingWorker(index: index, name: "\(name)-\(index)", checkIn: checkIn.remote,
+                                                  timeout: checkInTimeout, messageHandler: messageHandler))
             }
         } catch {
-            for (worker, _) in started { worker.stop(pending: .cancel) }
+            for starting in started { starting.worker.stop(pending: .cancel) }
             throw error
+        }
+        var workerPorts: [LocalPort] = []
+        var setUpError: WorkerError?
+        for starting in started {
+            switch starting.waitUntilSetUp() {
+            case .success(let port): workerPorts.append(port)
+            case .failure(let error): setUpError = setUpError ?? .checkInFailed(error)
+            }
+        }
+        if let setUpError {
+            for starting in started { starting.worker.stop(pending: .cancel) }
+            throw setUpError
         }
         switch checkIn.collect(until: deadline) {
         case .success(let ports):
             self.ports = ports
             members = started.indices.map { index in
-                PoolMember(index: index, worker: started[index].0, port: started[index].1, checkedInPort: ports[index])
+                PoolMember(index: index, worker: started[index].worker, port: workerPorts[index],
+                           checkedInPort: ports[index])
             }
-            workers = started.map(\.0)
+            workers = started.map(\.worker)
         case .failure(let error):
-            for (worker, _) in started { worker.stop(pending: .cancel) }
+            for starting in started { starting.worker.stop(pending: .cancel) }
             throw error
         }
-    }
-
-    /// Starts worker `index`, which checks in from its own thread as it starts.
-    private static func startWorker(index: Int, name: String, checkIn: RemotePort, timeout: Duration,
-                                    messageHandler: MessageHandler?) throws(WorkerError) -> (WorkerThread, LocalPort) {
-        let created = LockedValue<Result<LocalPort, PortError>?>(nil)
-        let worker = try WorkerThread(name: name) {
-            do throws(PortError) {
-                let port = try LocalPort(handler: messageHandler)
-                ThreadRunLoop.current.add(port, to: .default)
-                try PoolCheckIn.checkIn(index: index, with: port, to: checkIn, timeout: timeout)
-                created.withLock { $0 = .success(port) }
-            } catch {
-                created.withLock { $0 = .failure(error) }
-            }
-        }
-        let port: LocalPort
-        switch created.withLock({ $0 }) {
-        case .success(let created):
-            port = created
-        case .failure(let error):
-            worker.stop(pending: .cancel)
-            throw .checkInFailed(error)
-        case nil:
-            preconditionFailure("a worker's set-up returns before its init does")
-        }
-        return (worker, port)
     }
 
     deinit {

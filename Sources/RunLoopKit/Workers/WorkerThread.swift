@@ -2,10 +2,11 @@
 /// resident network thread, done so that it can be stopped and leaks nothing.
 ///
 /// `init` starts a named thread whose run loop is kept alive by an input source of its
-/// own, and returns once that loop takes work. The thread then sleeps in its loop's
-/// default mode and wakes for each perform request (`async`, `sync`, `perform`), port
-/// message, timer or source of that mode, until `stop()`. Then it runs or cancels the
-/// work still queued, exits, its run loop is torn down, and it is joined.
+/// own; the worker takes work as soon as `init` returns, even before its thread runs. The
+/// thread then sleeps in its loop's default mode and wakes for each perform request
+/// (`async`, `sync`, `perform`), port message, timer or source of that mode, until
+/// `stop()`. Then it runs or cancels the work still queued, exits, its run loop is torn
+/// down, and it is joined.
 ///
 ///     let worker = try WorkerThread(name: "network")
 ///     try worker.async { print("on the worker") }
@@ -54,20 +55,36 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
     /// Delayed performs handed over from other threads, and their cancellation.
     let delayedPerforms: DelayedHandOver
 
-    /// Starts a worker thread named `name` and returns once its loop takes work.
+    /// Starts a worker thread named `name`. It takes work at once: the loop is made here
+    /// and adopted by the new thread, so `init` does not wait for that thread to run; work
+    /// handed over meanwhile waits in the loop's queue and runs, in order, in its first pass.
+    /// Throws `threadCreationFailed` if the system refuses the thread.
     public convenience init(name: String = "worker") throws(WorkerError) {
-        try self.init(name: name, setUp: {})
+        try self.init(startingNamed: name, setUp: nil)
     }
 
     /// Starts a worker thread named `name`; `setUp` runs on that thread before its loop
     /// first runs (to add ports, timers or sources to `ThreadRunLoop.current`), and `init`
     /// returns after it. Throws `threadCreationFailed` if the system refuses the thread.
-    public init(name: String, setUp: @escaping @Sendable () -> Void) throws(WorkerError) {
+    public convenience init(name: String, setUp: @escaping @Sendable () -> Void) throws(WorkerError) {
+        try self.init(startingNamed: name, setUp: setUp)
+        waitUntilSetUp()
+    }
+
+    /// Starts a worker thread named `name` that runs `setUp`, if any, before its loop first
+    /// runs, and returns without waiting for it (`waitUntilSetUp()` does): a pool starts all
+    /// its workers first, then waits for them, so that their start-ups overlap.
+    init(startingNamed name: String, setUp: (@Sendable () -> Void)?) throws(WorkerError) {
         self.name = name
         control = WorkerControl()
-        loop = try control.start(name: name, setUp: setUp)
+        loop = control.loop
         delayedPerforms = DelayedHandOver(loop: loop)
+        try control.start(name: name, setUp: setUp)
     }
+
+    /// Blocks until the set-up given to `init(startingNamed:setUp:)` has run on the worker's
+    /// thread. Once.
+    func waitUntilSetUp() { control.waitUntilSetUp() }
 
     deinit {
         control.stop(pending: .run, by: .deinitializer)
