@@ -26,15 +26,18 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
     public let isMain: Bool
     let poller: Poller
 
-    // Loop thread only.
-    var modes: [LoopMode: ModeItems] = [:]
+    // Loop thread only. The pass touches `modes`, `runStack`, `ports` and `instruments`
+    // several times per message, and each access is a short call into this module that
+    // never calls back into the loop (user code runs between accesses, not within one);
+    // so their run-time exclusivity checks, about a hundred instructions each, are off.
+    @exclusivity(unchecked) var modes: [LoopMode: ModeItems] = [:]
     public internal(set) var commonModes: Set<LoopMode> = [.default]
     let commonItems = ModeItems(mode: .common)
-    var runStack: [LoopMode] = []
-    var ports = PortSourceTable()
+    @exclusivity(unchecked) var runStack: [LoopMode] = []
+    @exclusivity(unchecked) var ports = PortSourceTable()
     /// Ports created on this thread, closed at teardown if still open.
     var ownedPorts: [ObjectIdentifier: WeakPort] = [:]
-    var instruments = LoopInstruments()
+    @exclusivity(unchecked) var instruments = LoopInstruments()
 
     /// Protects `lifecycle`, `performQueue`, `delayedRequests`, `performBatches` and `controlQueue`.
     let queueLock = Lock()
