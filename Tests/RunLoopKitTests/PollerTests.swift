@@ -43,4 +43,51 @@ final class PollerTests: XCTestCase {
         try worker.loop.performAndWait { port.invalidate() }
         worker.stop()
     }
+
+    // MARK: - Far deadlines (a timerfd instead of a timeout per sleep)
+
+    /// A port makes the loop sleep in its poll set; `mode` holds only that port.
+    private func loopWithPortOnly(in mode: LoopMode) throws -> (ThreadRunLoop, LocalPort) {
+        let loop = ThreadRunLoop.current
+        let port = try LocalPort { _ in nil }
+        loop.add(port, to: mode)
+        return (loop, port)
+    }
+
+    func testARunWithAFarDeadlineTimesOutAtItNotBefore() throws {
+        let mode = LoopMode("poller-far-\(#line)")
+        let (loop, port) = try loopWithPortOnly(in: mode)
+        defer { port.invalidate() }
+        let start = Deadline.now()
+        XCTAssertEqual(loop.run(mode: mode, timeout: .milliseconds(60), returnAfterSourceHandled: true), .timedOut)
+        XCTAssertGreaterThanOrEqual(Deadline.now() - start, .milliseconds(60))
+    }
+
+    func testATimerArmedForAnEarlierRunWakesALaterRunOnlyToSleepAgainUntilItsOwnDeadline() throws {
+        let mode = LoopMode("poller-far-\(#line)")
+        let (loop, port) = try loopWithPortOnly(in: mode)
+        defer { port.invalidate() }
+        // The first run arms the timer for 40 ms ahead and returns at once for a message.
+        try port.remote.send(LoopMessage(id: 1))
+        XCTAssertEqual(loop.run(mode: mode, timeout: .milliseconds(40), returnAfterSourceHandled: true), .handledSource)
+        // The second run's deadline is later: the timer still fires at the first's,
+        // and the run must sleep on until its own.
+        var wakeUps = 0
+        let observer = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+        loop.add(observer, to: mode)
+        let start = Deadline.now()
+        XCTAssertEqual(loop.run(mode: mode, timeout: .milliseconds(150), returnAfterSourceHandled: true), .timedOut)
+        XCTAssertGreaterThanOrEqual(Deadline.now() - start, .milliseconds(150))
+        XCTAssertGreaterThanOrEqual(wakeUps, 2, "the early firing, then the run's own deadline")
+        loop.remove(observer, from: mode)
+    }
+
+    func testAMessageWakesALoopAsleepUntilAFarDeadline() throws {
+        let mode = LoopMode("poller-far-\(#line)")
+        let (loop, port) = try loopWithPortOnly(in: mode)
+        defer { port.invalidate() }
+        let sender = TestThread { try? port.remote.send(LoopMessage(id: 2)) }
+        XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(30), returnAfterSourceHandled: true), .handledSource)
+        sender.join()
+    }
 }

@@ -34,6 +34,8 @@ final class Poller: @unchecked Sendable {
     private var preciseWaitAvailable = true
     /// Reused buffer of ready events, allocated with the poll set; loop thread only.
     private var events: [epoll_event] = []
+    /// Wakes the poll set for far deadlines; made on first use, loop thread only.
+    private var farDeadlineTimer: FarDeadlineTimer?
 
     init() {
         state = .allocate(capacity: 1)
@@ -41,6 +43,7 @@ final class Poller: @unchecked Sendable {
     }
 
     deinit {
+        farDeadlineTimer?.close()
         pollSet?.close()
         state.deinitialize(count: 1)
         state.deallocate()
@@ -92,17 +95,35 @@ final class Poller: @unchecked Sendable {
         }
         // Commit to sleep only if no wake-up is pending; otherwise just look.
         let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
-        let count = try pollSet.waitForEvents(until: committed ? deadline : Deadline(rawValue: 0), into: &events,
-                                              preciseWaitAvailable: &preciseWaitAvailable)
+        var waitUntil = committed ? deadline : Deadline(rawValue: 0)
+        if committed, deadline != .distantFuture, deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold {
+            try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet)
+            waitUntil = .distantFuture
+        }
+        let count = try pollSet.waitForEvents(until: waitUntil, into: &events, preciseWaitAvailable: &preciseWaitAvailable)
         state.pointee.store(0, ordering: .releasing)
         for index in 0..<count {
-            let token = events[index].data.u64
-            if token == Poller.wakeToken {
-                pollSet.drainWakeUps()
-            } else {
-                ready(token)
+            switch events[index].data.u64 {
+            case Poller.wakeToken: pollSet.drainWakeUps()
+            case FarDeadlineTimer.token: farDeadlineTimer?.fired()
+            case let token: ready(token)
             }
         }
+    }
+
+    /// Arms the far-deadline timer, making it and adding it to the poll set the first time.
+    private func armFarDeadlineTimer(atOrBefore deadline: Deadline, in pollSet: PollSet) throws(SystemCallError) {
+        if farDeadlineTimer == nil {
+            let timer = try FarDeadlineTimer()
+            do {
+                try pollSet.register(timer.descriptor, token: FarDeadlineTimer.token)
+            } catch {
+                timer.close()
+                throw error
+            }
+            farDeadlineTimer = timer
+        }
+        try farDeadlineTimer!.fire(atOrBefore: deadline)
     }
 
     /// Sets `sleeping` if no wake-up is pending; returns whether it did.

@@ -9,9 +9,10 @@ final class ReplyPort {
     static let mode = LoopMode("com.runloopkit.reply")
 
     let port: LocalPort
-    /// Requests waiting for a reply, and replies that came; owner thread only.
-    private var waiting: Set<UInt64> = []
-    private var arrived: [UInt64: LoopMessage] = [:]
+    /// Requests waiting for a reply, with the reply once it came; owner thread only. A
+    /// thread waits for one request at a time, more only while a handler that runs in the
+    /// wait makes a request of its own, so a short list beats hashing.
+    private var waiting: [(id: UInt64, reply: LoopMessage?)] = []
     private var lastID: UInt64 = 0
     private var hasIPCAddress = false
     private static let processSerial = Atomic<Int>(0)
@@ -25,20 +26,21 @@ final class ReplyPort {
     /// A fresh correlation id, now waited for.
     func begin() -> UInt64 {
         lastID &+= 1
-        waiting.insert(lastID)
+        waiting.append((lastID, nil))
         return lastID
     }
 
+    /// The reply to `id` if it came; it is then no longer waited for.
     func take(_ id: UInt64) -> LoopMessage? {
-        guard let message = arrived.removeValue(forKey: id) else { return nil }
-        waiting.remove(id)
-        return message
+        guard let index = waiting.lastIndex(where: { $0.id == id }), let reply = waiting[index].reply else { return nil }
+        waiting.remove(at: index)
+        return reply
     }
 
     /// Stops waiting for `id`: a reply that comes later is dropped and logged.
     func abandon(_ id: UInt64) {
-        waiting.remove(id)
-        arrived[id] = nil
+        guard let index = waiting.lastIndex(where: { $0.id == id }) else { return }
+        waiting.remove(at: index)
     }
 
     /// The address the target can reply to: inproc for ports of this process, else an ipc
@@ -56,10 +58,10 @@ final class ReplyPort {
     }
 
     private func received(_ message: LoopMessage, for id: UInt64) {
-        guard waiting.contains(id) else {
-            return port.drop(.lateReply, "late or unknown reply, correlation id \(id)")
+        guard let index = waiting.lastIndex(where: { $0.id == id && $0.reply == nil }) else {
+            return port.drop(.lateReply, "late, repeated or unknown reply, correlation id \(id)")
         }
-        arrived[id] = message
+        waiting[index].reply = message
     }
 }
 
