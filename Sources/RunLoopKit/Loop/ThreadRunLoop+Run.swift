@@ -31,7 +31,7 @@ extension ThreadRunLoop {
     /// passes until a result, and tells them of exit. Runs nest, in any mode.
     public func run(mode: LoopMode, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         assertOwnerThread()
-        guard mode != .common, lifecycle == .open, let items = modes[mode], !isEmpty(items) else {
+        guard lifecycle == .open, let items = items(forRunning: mode), !isEmpty(items) else {
             return .finished
         }
         runStack.append(mode)
@@ -40,6 +40,14 @@ extension ThreadRunLoop {
         let result = makePasses(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
         notifyObservers(of: .exit, in: items) //                                step 10
         return result
+    }
+
+    /// The items of `mode`, nil if it has none or is `.common` (never run itself).
+    private func items(forRunning mode: LoopMode) -> ModeItems? {
+        if let last = lastRunItems, last.mode == mode { return last }
+        guard mode != .common, let items = modes[mode] else { return nil }
+        lastRunItems = items
+        return items
     }
 
     /// Steps 2 to 9, repeated until the run has a result.

@@ -31,6 +31,9 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
     // never calls back into the loop (user code runs between accesses, not within one);
     // so their run-time exclusivity checks, about a hundred instructions each, are off.
     @exclusivity(unchecked) var modes: [LoopMode: ModeItems] = [:]
+    /// The items of the mode run last: most runs are in the same mode as the one before,
+    /// and a mode's items live until teardown, so this spares hashing the mode's name.
+    @exclusivity(unchecked) var lastRunItems: ModeItems?
     public internal(set) var commonModes: Set<LoopMode> = [.default]
     let commonItems = ModeItems(mode: .common)
     @exclusivity(unchecked) var runStack: [LoopMode] = []
@@ -208,5 +211,6 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
         ports = PortSourceTable()
         closeOwnedPorts()
         modes.removeAll()
+        lastRunItems = nil
     }
 }

@@ -95,12 +95,13 @@ extension RemotePort {
         let deadline = Deadline.after(receiveTimeout)
         let loop = ThreadRunLoop.current
         while true {
+            // The reply cannot have come yet: run first, then look.
+            _ = loop.run(mode: ReplyPort.mode, until: deadline, returnAfterSourceHandled: true)
             if let reply = replies.take(id) { return reply }
             guard Deadline.now() < deadline else {
                 replies.abandon(id)
                 throw RunLoopKitLog.timedOut(.receiveTimedOut(address))
             }
-            _ = loop.run(mode: ReplyPort.mode, until: deadline, returnAfterSourceHandled: true)
         }
     }
 }
