@@ -7,18 +7,25 @@ enum LoopItem {
 }
 
 /// The sources, ports, timers and observers of one mode. Loop thread only.
+///
+/// Every pass reads these lists several times; they change only in `insert` and
+/// `remove`, which call no code that could read them meanwhile, so their run-time
+/// exclusivity checks are off.
 final class ModeItems {
     let mode: LoopMode
     /// Sorted by `order`, ties in insertion order.
-    private(set) var sources: [InputSource] = []
-    private(set) var ports: [any PortSourceDriver] = []
-    /// The ports' identities, so that asking whether a port is here costs O(1).
-    private var portIDs: Set<ObjectIdentifier> = []
-    private(set) var timers: [LoopTimer] = []
+    @exclusivity(unchecked) private(set) var sources: [InputSource] = []
+    @exclusivity(unchecked) private(set) var ports: [any PortSourceDriver] = []
+    /// The ports' identities, so that asking whether one of many ports is here costs O(1).
+    @exclusivity(unchecked) private var portIDs: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) private(set) var timers: [LoopTimer] = []
     /// Sorted by `order`, ties in insertion order.
-    private(set) var observers: [LoopObserver] = []
+    @exclusivity(unchecked) private(set) var observers: [LoopObserver] = []
     /// The union of the observers' activities, so that an unobserved activity costs nothing.
-    private(set) var observedActivities: LoopActivity = []
+    @exclusivity(unchecked) private(set) var observedActivities: LoopActivity = []
+    /// Up to this many ports, asking whether a port is here compares identities in
+    /// `ports`, which is cheaper than hashing into `portIDs`.
+    private static let linearSearchLimit = 8
 
     init(mode: LoopMode) { self.mode = mode }
 
@@ -32,7 +39,9 @@ final class ModeItems {
         case .source(let source): sources.contains { $0 === source }
         case .timer(let timer): timers.contains { $0 === timer }
         case .observer(let observer): observers.contains { $0 === observer }
-        case .port(let port): portIDs.contains(ObjectIdentifier(port))
+        case .port(let port):
+            ports.count <= ModeItems.linearSearchLimit
+                ? ports.contains { $0 === port } : portIDs.contains(ObjectIdentifier(port))
         }
     }
 

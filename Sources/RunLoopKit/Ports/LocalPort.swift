@@ -43,8 +43,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
     private var tcpAddresses: [PortAddress] = []
     /// Where replies (kind 2) go, for the private reply port of request/reply.
     var replyHandler: ((UInt64, LoopMessage) -> Void)?
-    /// The reply address of the last request, validated (see `ReplyAddressCache`).
-    var replyAddresses = ReplyAddressCache()
+    /// The reply address of the last request, validated (see `ReplyAddressCache`). Only
+    /// the decoder uses it, with nothing else running, so its exclusivity check is off.
+    @exclusivity(unchecked) var replyAddresses = ReplyAddressCache()
 
     private let valid = Atomic<Bool>(true)
     /// The address other ports are given: tcp if bound, else ipc if named, else inproc.
