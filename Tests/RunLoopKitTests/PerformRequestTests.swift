@@ -89,6 +89,27 @@ final class PerformRequestTests: XCTestCase {
         worker.stop()
     }
 
+    func testPerformAndWaitGivesBackOptionalsVoidAndLargeValuesExactlyAsTheWorkReturnedThem() throws {
+        struct Large: Equatable, Sendable { // too large for an existential's inline buffer
+            var words: [Int] = [1, 2, 3]
+            var more = (4, 5, 6)
+            var text = "large"
+            static func == (lhs: Large, rhs: Large) -> Bool {
+                lhs.words == rhs.words && lhs.more == rhs.more && lhs.text == rhs.text
+            }
+        }
+        let worker = LoopThread()
+        let none: Int? = try worker.loop.performAndWait { nil }
+        XCTAssertNil(none)
+        let some: Int?? = try worker.loop.performAndWait { .some(nil) }
+        XCTAssertEqual(some, .some(nil))
+        try worker.loop.performAndWait { () -> Void in }
+        XCTAssertEqual(try worker.loop.performAndWait { Large() }, Large())
+        let existential: any Sendable = try worker.loop.performAndWait { 7 as any Sendable }
+        XCTAssertEqual(existential as? Int, 7)
+        worker.stop()
+    }
+
     func testPerformAndWaitOnTheLoopsOwnThreadRunsAtOnce() throws {
         var ran = false
         let box = LockedValue(false)

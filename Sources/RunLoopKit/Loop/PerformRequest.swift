@@ -70,9 +70,10 @@ public final class PerformRequest: @unchecked Sendable {
         return state
     }
 
-    /// Whether the request may still run in `mode`, given the loop's common modes.
-    func isPending(for mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+    /// Whether the request may still run in `mode`; `modeIsCommon` says whether `mode` is
+    /// in the loop's common modes.
+    func isPending(for mode: LoopMode, modeIsCommon: Bool) -> Bool {
         guard state == .pending else { return false }
-        return modes.contains { $0 == mode || ($0 == .common && commonModes.contains(mode)) }
+        return modes.contains { $0 == mode || (modeIsCommon && $0 == .common) }
     }
 }

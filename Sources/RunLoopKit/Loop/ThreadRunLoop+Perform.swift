@@ -26,14 +26,20 @@ extension ThreadRunLoop {
     public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                             _ work: @escaping @Sendable () throws -> T) throws -> T {
         if isOwnerThread { return try work() }
-        let outcome = LockedValue<Result<T, any Error>?>(nil)
+        // Not generic inside, so that a call instantiates no generic metadata at run time
+        // (`Result<T, any Error>` and the like cost more than the rest of the hand-off).
+        let outcome = PerformOutcome()
         let request = perform(inModes: modes) {
-            let result = Result { try work() }
-            outcome.withLock { $0 = result }
+            do {
+                outcome.value = try work()
+            } catch {
+                outcome.error = error
+            }
         }
         switch request.waitUntilFinished() {
         case .done:
-            return try outcome.withLock { $0 }!.get()
+            if let error = outcome.error { throw error }
+            return outcome.value as! T // work returned a T: the cast cannot fail
         default:
             throw queueLock.withLock { lifecycle == .tornDown } ? RunLoopError.loopTerminated : RunLoopError.cancelled
         }
@@ -81,9 +87,10 @@ extension ThreadRunLoop {
             guard !performQueue.isEmpty else { return [] }
             var taken: [PerformRequest] = []
             let before = performQueue.count
+            let modeIsCommon = commonModes.contains(mode) // once per batch, not per request
             performQueue.removeAll { request in
                 if request.state == .cancelled { return true } // dropped, not run
-                guard request.isPending(for: mode, commonModes: commonModes) else { return false }
+                guard request.isPending(for: mode, modeIsCommon: modeIsCommon) else { return false }
                 taken.append(request)
                 return true
             }
@@ -102,7 +109,16 @@ extension ThreadRunLoop {
     func hasPendingPerformRequests(for mode: LoopMode) -> Bool {
         guard queuedCount.load(ordering: .acquiring) > 0 else { return false }
         return queueLock.withLock {
-            performQueue.contains { $0.isPending(for: mode, commonModes: commonModes) }
+            let modeIsCommon = commonModes.contains(mode)
+            return performQueue.contains { $0.isPending(for: mode, modeIsCommon: modeIsCommon) }
         }
     }
+}
+
+/// What `performAndWait`'s work returned or threw. Written on the loop's thread before
+/// the request is marked done, read by the waiter after it saw the request done: both
+/// under the request's lock, which orders the write before the read.
+private final class PerformOutcome: @unchecked Sendable {
+    var value: Any?
+    var error: (any Error)?
 }
