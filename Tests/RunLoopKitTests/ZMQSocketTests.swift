@@ -76,9 +76,11 @@ final class ZMQSocketTests: XCTestCase {
     }
 
     func testNonBlockingSendsAndReceivesSeeWhatThePeerJustDid() throws {
-        // libzmq's non-blocking calls look at peers' progress only every millisecond or so;
-        // without the ZMQ_EVENTS check, some of these sends see a full queue and some of
-        // these receives see none.
+        // libzmq's non-blocking sends look at the peer's progress only every millisecond or
+        // so; without the ZMQ_EVENTS check after a send finds the queue full, some of these
+        // sends would see it full although the peer has read. (A non-blocking receive reads
+        // the socket's mailbox itself before it reports EAGAIN, so these receives must see
+        // every message at once with no check of ours.)
         // Small high-water marks make the sender depend on fresh news of the receiver's reads.
         let endpoint = uniqueInprocEndpoint()
         let pull = try ZMQSocket(type: .pull)
