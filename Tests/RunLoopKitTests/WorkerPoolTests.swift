@@ -86,10 +86,7 @@ final class WorkerPoolTests: XCTestCase {
 
     func testStopWithCancelCancelsQueuedWork() throws {
         let pool = try WorkerPool(name: "cancel", count: 1)
-        let gate = DispatchSemaphore(value: 0)
-        let busy = DispatchSemaphore(value: 0)
-        try pool.async { busy.signal(); gate.wait() }
-        waitOrFail(busy, "the worker to be busy")
+        let gate = try occupyWorker { _ = try pool.async($0) }
         let queued = try pool.async { XCTFail("cancelled work ran") }
         let stopper = TestThread { pool.stop(pending: .cancel) }
         XCTAssertEqual(queued.waitUntilFinished(), .cancelled)

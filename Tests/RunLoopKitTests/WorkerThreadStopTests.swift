@@ -81,10 +81,7 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testStopFromSeveralThreadsAtOnceReturnsEverywhereOnceTheThreadIsJoined() throws {
         let worker = try WorkerThread(name: "stop-many")
-        let gate = DispatchSemaphore(value: 0)
-        let busy = DispatchSemaphore(value: 0)
-        try worker.async { busy.signal(); gate.wait() } // every stopper arrives while it works
-        waitOrFail(busy, "the worker to be busy")
+        let gate = try occupyWorker { _ = try worker.async($0) } // every stopper arrives while it works
         let go = DispatchSemaphore(value: 0)
         let states = SharedValue<[WorkerThread.State]>([])
         let stoppers = (0..<8).map { index in
@@ -103,11 +100,8 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testStopRunsTheWorkQueuedBeforeItByDefault() throws {
         let worker = try WorkerThread(name: "stop-run")
-        let gate = DispatchSemaphore(value: 0)
-        let busy = DispatchSemaphore(value: 0)
         let log = EventLog()
-        try worker.async { busy.signal(); gate.wait() }
-        waitOrFail(busy, "the worker to be busy")
+        let gate = try occupyWorker { _ = try worker.async($0) }
         let requests = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
         let stopping = DispatchSemaphore(value: 0)
         let stopper = TestThread {
@@ -145,10 +139,7 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testStopWithCancelCancelsQueuedWorkAndWakesItsWaitersAtOnce() throws {
         let worker = try WorkerThread(name: "stop-cancel")
-        let gate = DispatchSemaphore(value: 0)
-        let busy = DispatchSemaphore(value: 0)
-        try worker.async { busy.signal(); gate.wait() }
-        waitOrFail(busy, "the worker to be busy")
+        let gate = try occupyWorker { _ = try worker.async($0) }
         let queued = try worker.async { XCTFail("cancelled work ran") }
         let stopper = TestThread { worker.stop(pending: .cancel) }
         // The worker is still busy (the gate is closed), yet the waiter wakes: the stop cancelled its work.
@@ -164,10 +155,7 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testACallerBlockedInSyncWhileTheWorkerStopsGetsStopped() throws {
         let worker = try WorkerThread(name: "sync-stop")
-        let gate = DispatchSemaphore(value: 0)
-        let busy = DispatchSemaphore(value: 0)
-        try worker.async { busy.signal(); gate.wait() }
-        waitOrFail(busy, "the worker to be busy")
+        let gate = try occupyWorker { _ = try worker.async($0) }
         let outcome = SharedValue<Result<Int, WorkerError>?>(nil)
         let caller = TestThread {
             let result = Result { try worker.sync { 1 } }.mapError { $0 as? WorkerError ?? .cancelled }

@@ -184,10 +184,7 @@ final class WorkerThreadTests: XCTestCase {
 
     func testCancellingQueuedWorkWakesItsWaiterWithCancelled() throws {
         let worker = try WorkerThread(name: "cancel-wait")
-        let gate = DispatchSemaphore(value: 0)
-        let busy = DispatchSemaphore(value: 0)
-        try worker.async { busy.signal(); gate.wait() }
-        waitOrFail(busy, "the worker to be busy")
+        let gate = try occupyWorker { _ = try worker.async($0) }
         let queued = try worker.async(tag: "job") { XCTFail("cancelled work ran") }
         XCTAssertEqual(worker.cancelPerformRequests(tagged: "job"), 1)
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {

@@ -107,3 +107,14 @@ func runCurrentLoop(in mode: LoopMode = .default, safetyNet: Duration = .seconds
     }
     return true
 }
+
+/// Keeps a worker busy: `handOver` queues work on it (`worker.async`, `pool.async`) that
+/// blocks until the returned gate is signalled; returns once that work runs.
+func occupyWorker(file: StaticString = #filePath, line: UInt = #line,
+                  _ handOver: (@escaping @Sendable () -> Void) throws -> Void) rethrows -> DispatchSemaphore {
+    let gate = DispatchSemaphore(value: 0)
+    let busy = DispatchSemaphore(value: 0)
+    try handOver { busy.signal(); gate.wait() }
+    waitOrFail(busy, "the worker to be busy", file: file, line: line)
+    return gate
+}
