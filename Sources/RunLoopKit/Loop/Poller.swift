@@ -93,13 +93,14 @@ final class Poller: @unchecked Sendable {
             if !poll && commitToSleep(Poller.sleepingOnFutex) { try sleepOnFutex(until: deadline) }
             return
         }
+        // A far deadline arms the timerfd instead of a timeout (see `FarDeadlineTimer`);
+        // armed before the commit, so that nothing can fail between the commit and the wait.
+        let far = !poll && deadline != .distantFuture
+            && deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold
+        if far { try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet) }
         // Commit to sleep only if no wake-up is pending; otherwise just look.
         let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
-        var waitUntil = committed ? deadline : Deadline(rawValue: 0)
-        if committed, deadline != .distantFuture, deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold {
-            try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet)
-            waitUntil = .distantFuture
-        }
+        let waitUntil = !committed ? Deadline(rawValue: 0) : far ? .distantFuture : deadline
         let count = try pollSet.waitForEvents(until: waitUntil, into: &events, preciseWaitAvailable: &preciseWaitAvailable)
         state.pointee.store(0, ordering: .releasing)
         for index in 0..<count {
