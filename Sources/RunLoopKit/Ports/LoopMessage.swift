@@ -54,18 +54,4 @@ extension LoopMessage {
             }
         )
     }
-
-    /// The message a wire message carries; addresses were validated by the decoder.
-    init(wire: WireMessage) {
-        self.init(
-            id: wire.messageID,
-            components: wire.components.map { component in
-                switch component {
-                case .data(let bytes): .data(bytes)
-                case .port(let address): .port(RemotePort(PortAddress(unchecked: address)))
-                }
-            },
-            replyPort: wire.replyAddress.map { RemotePort(PortAddress(unchecked: $0)) }
-        )
-    }
 }
