@@ -1,20 +1,9 @@
-import Foundation
 @testable import RunLoopKit
 import XCTest
 
 /// The zero-copy paths of a port message: sent from where its bytes are, decoded from
 /// where libzmq put them. Both must agree with `WireCodec`'s model byte for byte.
 final class PortEnvelopeTests: XCTestCase {
-    private func makePushPull() throws -> (push: ZMQSocket, pull: ZMQSocket) {
-        let endpoint = "inproc://port-envelope-tests.\(UUID().uuidString)"
-        let pull = try ZMQSocket(type: .pull)
-        try pull.setOption(.receiveTimeout, 5000)
-        try pull.bind(endpoint)
-        let push = try ZMQSocket(type: .push)
-        try push.connect(endpoint)
-        return (push, pull)
-    }
-
     private func port(_ address: String) -> RemotePort {
         RemotePort(PortAddress(unchecked: address))
     }

@@ -3,22 +3,6 @@ import Foundation
 import XCTest
 
 final class ZMQSocketTests: XCTestCase {
-    /// A bound PULL and a PUSH connected to it over a fresh inproc endpoint. The PULL's
-    /// blocking receives give up after 5 s, so a lost message fails the test, not hangs it.
-    private func makePushPull(context: ZMQContext = .shared) throws -> (push: ZMQSocket, pull: ZMQSocket) {
-        let endpoint = uniqueInprocEndpoint()
-        let pull = try ZMQSocket(context: context, type: .pull)
-        try pull.setOption(.receiveTimeout, 5000)
-        try pull.bind(endpoint)
-        let push = try ZMQSocket(context: context, type: .push)
-        try push.connect(endpoint)
-        return (push, pull)
-    }
-
-    private func uniqueInprocEndpoint() -> String {
-        "inproc://zmq-socket-tests.\(UUID().uuidString)"
-    }
-
     private func assertThrowsZMQError(
         _ expected: ZMQError.Code,
         call: String,
