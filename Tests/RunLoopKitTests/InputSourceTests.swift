@@ -92,6 +92,17 @@ final class InputSourceTests: XCTestCase {
         worker.stop()
     }
 
+    func testASourceInvalidatedOnAnotherThreadIsInNoModeBeforeItsCancelRuns() {
+        var cancels = 0
+        let source = InputSource(cancel: { _, _ in cancels += 1 }) {}
+        loop.add(source, to: "invalidated-elsewhere")
+        TestThread { source.invalidate() }.join()
+        XCTAssertFalse(loop.contains(source, in: "invalidated-elsewhere"))
+        XCTAssertEqual(cancels, 0, "the cancel callback waits for the loop's own thread")
+        _ = loop.run(mode: "invalidated-elsewhere", timeout: .zero, returnAfterSourceHandled: false)
+        XCTAssertEqual(cancels, 1)
+    }
+
     func testSignalAndWakeUpFromManyThreadsLoseNothing() {
         let producers = 8
         let commandsEach = 2_000

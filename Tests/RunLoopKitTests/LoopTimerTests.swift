@@ -123,6 +123,17 @@ final class LoopTimerTests: XCTestCase {
         thread.join()
     }
 
+    func testATimerInvalidatedOnAnotherThreadIsInNoModeBeforeTheLoopRunsAgain() {
+        // Regression: a run could end `.finished` on the invalid timer while the loop had
+        // not yet taken it off its list, and `contains` still said yes.
+        let timer = LoopTimer(after: .seconds(100)) { _ in }
+        loop.add(timer, to: "invalidated-elsewhere")
+        TestThread { timer.invalidate() }.join()
+        XCTAssertFalse(loop.contains(timer, in: "invalidated-elsewhere"))
+        XCTAssertEqual(loop.run(mode: "invalidated-elsewhere", timeout: .seconds(10), returnAfterSourceHandled: false),
+                       .finished, "a mode whose only timer is invalid has nothing to run")
+    }
+
     func testACallbackMayRescheduleAddAndInvalidateTimersItselfIncluded() {
         var log: [String] = []
         var oneShotFires = 0

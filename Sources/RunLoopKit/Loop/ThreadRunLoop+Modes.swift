@@ -35,18 +35,22 @@ extension ThreadRunLoop {
 
     /// Whether the source is in `mode` (for `.common`: added through the common set).
     public func contains(_ source: InputSource, in mode: LoopMode = .default) -> Bool {
-        assertOwnerThread()
-        return items(of: mode)?.contains(.source(source)) ?? false
+        contains(.source(source), in: mode)
     }
 
     public func contains(_ timer: LoopTimer, in mode: LoopMode = .default) -> Bool {
-        assertOwnerThread()
-        return items(of: mode)?.contains(.timer(timer)) ?? false
+        contains(.timer(timer), in: mode)
     }
 
     public func contains(_ observer: LoopObserver, in mode: LoopMode = .default) -> Bool {
+        contains(.observer(observer), in: mode)
+    }
+
+    /// An item invalidated on another thread is in no mode from then on, as after
+    /// `CFRunLoopTimerInvalidate`, even before this thread has taken it off its lists.
+    func contains(_ item: LoopItem, in mode: LoopMode) -> Bool {
         assertOwnerThread()
-        return items(of: mode)?.contains(.observer(observer)) ?? false
+        return item.isValid && items(of: mode)?.contains(item) == true
     }
 
     /// Adds `mode` to the common set (`CFRunLoopAddCommonMode`): every item already in
