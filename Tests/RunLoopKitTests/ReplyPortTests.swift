@@ -52,4 +52,38 @@ final class ReplyPortTests: XCTestCase {
         XCTAssertEqual(replies.take(outer)?.text, "outer")
         XCTAssertEqual(replies.port.statistics.messagesDropped, 0)
     }
+
+    func testATCPTargetOfAnotherProcessGetsATCPReplyAddressBoundOnTheLocalEndOfTheRoute() throws {
+        let replies = try ReplyPort()
+        defer { replies.port.invalidate() }
+        // Nothing of this process listens there, so the reply cannot take a shortcut.
+        let target = RemotePort(try PortAddress(validating: "tcp://127.0.0.1:9"))
+        let address = try replies.replyPort(for: target).address.rawValue
+        XCTAssertTrue(address.hasPrefix("tcp://127.0.0.1:"), address)
+        XCTAssertNotEqual(address, "tcp://127.0.0.1:9")
+        XCTAssertEqual(try replies.replyPort(for: target).address.rawValue, address, "bound once per target")
+        let sameHost = RemotePort(try PortAddress(validating: "tcp://127.0.0.1:7"))
+        XCTAssertEqual(try replies.replyPort(for: sameHost).address.rawValue, address, "and once per local address")
+        XCTAssertNil(replies.port.name, "a tcp reply address needs no registered name")
+    }
+
+    func testAnIPCTargetGetsTheRegisteredIPCAddressEvenOnceATCPOneIsBound() throws {
+        let replies = try ReplyPort()
+        defer { replies.port.invalidate() }
+        _ = try replies.replyPort(for: RemotePort(try PortAddress(validating: "tcp://127.0.0.1:9")))
+        let ipc = try replies.replyPort(for: RemotePort(try PortAddress(validating: "ipc:///tmp/runloopkit-nobody.sock")))
+        XCTAssertTrue(ipc.address.rawValue.hasPrefix("ipc://"), ipc.address.rawValue)
+        XCTAssertNotNil(replies.port.name)
+    }
+
+    func testARequestToACurvePortOverTCPIsRefusedBecauseItsReplyWouldTravelUnencrypted() throws {
+        let replies = try ReplyPort()
+        defer { replies.port.invalidate() }
+        let keys = try PortKeyPair.generate()
+        let target = try RemotePort(try PortAddress(validating: "tcp://127.0.0.1:9"), curveServerKey: keys.publicKey)
+        XCTAssertThrowsError(try replies.replyPort(for: target)) { error in
+            guard case PortError.invalidAddress(let text) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(text.contains("unencrypted"), text)
+        }
+    }
 }

@@ -24,7 +24,6 @@ final class AsyncRequester: @unchecked Sendable {
 
     // Requester thread only.
     private var replyPort: LocalPort?
-    private var hasIPCAddress = false
     private var inFlight: [UInt64: RequestExchange] = [:]
     private var lastID: UInt64 = 0
 
@@ -61,7 +60,7 @@ final class AsyncRequester: @unchecked Sendable {
         guard !exchange.isFinished else { return } // cancelled before its turn: never sent
         do {
             var request = exchange.message
-            request.replyPort = try replyAddress(for: exchange.target.address)
+            request.replyPort = try replyAddress(for: exchange.target)
             lastID &+= 1
             let id = lastID
             try ThreadPortState.current.send(PortEnvelope(.request, request, correlationID: id),
@@ -102,17 +101,8 @@ final class AsyncRequester: @unchecked Sendable {
         return port
     }
 
-    /// Where the target replies: inproc for a port of this process, else an ipc address
-    /// (the reply port then registers a private name), as `ReplyPort` does.
-    private func replyAddress(for target: PortAddress) throws(PortError) -> RemotePort {
-        let port = try port()
-        if target.isInProcess || PortDirectory.shared.inProcessAlias(of: target) != nil {
-            return RemotePort(port.inProcessAddress)
-        }
-        if !hasIPCAddress {
-            try port.register(name: "runloopkit-reply.\(getpid()).async")
-            hasIPCAddress = true
-        }
-        return port.remote
+    /// Where the target replies (see `LocalPort.replyAddress(toward:privateName:)`).
+    private func replyAddress(for target: RemotePort) throws(PortError) -> RemotePort {
+        try port().replyAddress(toward: target) { "runloopkit-reply.\(getpid()).async" }
     }
 }

@@ -39,8 +39,11 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
 
     // Owner thread only.
     var socket: ZMQSocket?
-    private var registration: PortDirectory.Registration?
-    private var tcpAddresses: [PortAddress] = []
+    private(set) var registration: PortDirectory.Registration?
+    private(set) var tcpAddresses: [PortAddress] = []
+    /// For a reply port: the tcp address bound for each tcp target replied from (see
+    /// `replyAddress(toward:privateName:)`), so the route is looked up once per target.
+    var tcpReplyAddresses: [PortAddress: PortAddress] = [:]
     /// Where replies (kind 2) go, for the private reply port of request/reply.
     var replyHandler: ((UInt64, LoopMessage) -> Void)?
     /// The reply address of the last request, validated (see `ReplyAddressCache`). Only
@@ -133,6 +136,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         guard endpoint.hasPrefix("tcp://") else { throw .invalidAddress(endpoint) }
         guard let socket else { throw .invalidated }
         return try portOperation {
+            if endpoint.contains("[") { try socket.setOption(.ipv6, true) } // libzmq binds IPv6 only when asked
             try socket.bind(endpoint)
             let bound = try PortAddress(validating: socket.lastEndpoint)
             tcpAddresses.append(bound)

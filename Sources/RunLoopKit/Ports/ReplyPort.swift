@@ -14,7 +14,6 @@ final class ReplyPort {
     /// wait makes a request of its own, so a short list beats hashing.
     private var waiting: [(id: UInt64, reply: LoopMessage?)] = []
     private var lastID: UInt64 = 0
-    private var hasIPCAddress = false
     private static let processSerial = Atomic<Int>(0)
 
     init() throws(PortError) {
@@ -43,18 +42,11 @@ final class ReplyPort {
         waiting.remove(at: index)
     }
 
-    /// The address the target can reply to: inproc for ports of this process, else an ipc
-    /// address (the reply port is then registered under a private name).
-    func replyPort(for target: PortAddress) throws(PortError) -> RemotePort {
-        if target.isInProcess || PortDirectory.shared.inProcessAlias(of: target) != nil {
-            return RemotePort(port.inProcessAddress)
+    /// The address `target` can reply to (see `LocalPort.replyAddress(toward:privateName:)`).
+    func replyPort(for target: RemotePort) throws(PortError) -> RemotePort {
+        try port.replyAddress(toward: target) {
+            "runloopkit-reply.\(getpid()).\(ReplyPort.processSerial.add(1, ordering: .relaxed).newValue)"
         }
-        if !hasIPCAddress {
-            let serial = ReplyPort.processSerial.add(1, ordering: .relaxed).newValue
-            try port.register(name: "runloopkit-reply.\(getpid()).\(serial)")
-            hasIPCAddress = true
-        }
-        return port.remote
     }
 
     private func received(_ message: LoopMessage, for id: UInt64) {
@@ -84,7 +76,7 @@ extension RemotePort {
             state.replyPort = replies
         }
         var request = message
-        request.replyPort = try replies.replyPort(for: address)
+        request.replyPort = try replies.replyPort(for: self)
         let id = replies.begin()
         do {
             try state.send(PortEnvelope(.request, request, correlationID: id), to: self, before: .after(sendTimeout))

@@ -34,6 +34,8 @@ extension ZMQSocketOption where Value == Bool {
     /// `ZMQ_IMMEDIATE`: queue messages only to completed connections, so that sends to a
     /// peer that is not there yet block (or fail with `dontWait`) instead of queueing.
     static var immediate: Self { Self(name: ZMQ_IMMEDIATE) }
+    /// `ZMQ_IPV6`: accept IPv6 tcp endpoints (libzmq refuses them by default).
+    static var ipv6: Self { Self(name: ZMQ_IPV6) }
     /// `ZMQ_CURVE_SERVER`: act as the CURVE server; needs `curveSecretKey`.
     static var curveServer: Self { Self(name: ZMQ_CURVE_SERVER) }
 }

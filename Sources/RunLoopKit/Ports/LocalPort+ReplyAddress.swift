@@ -1,0 +1,38 @@
+/// Where a request's reply comes back, for the two requesters (`ReplyPort` and
+/// `AsyncRequester`). Owner thread.
+extension LocalPort {
+    /// The address `target` can reply to this port at: the inproc address for a port of
+    /// this process; for a tcp target, a tcp address on the local end of the route to it
+    /// (bound on first use, so that a peer on another machine can reach it); else the ipc
+    /// address, registering the port under `privateName()` on first use.
+    ///
+    /// Throws `invalidAddress` for a CURVE target over tcp: its reply would come back
+    /// unencrypted, since a request cannot carry the key a reply port would need.
+    func replyAddress(toward target: RemotePort, privateName: () -> String) throws(PortError) -> RemotePort {
+        let address = target.address
+        if address.isInProcess || PortDirectory.shared.inProcessAlias(of: address) != nil {
+            return RemotePort(inProcessAddress)
+        }
+        if let (host, port) = TCPRoute.hostAndPort(of: address) {
+            guard target.curveServerKey == nil else {
+                throw .invalidAddress("\(address): requests to a CURVE port over tcp would get unencrypted replies")
+            }
+            if let bound = tcpReplyAddresses[address] { return RemotePort(bound) }
+            let local = try TCPRoute.localHost(toward: host, port: port)
+            var bound = tcpAddresses.first { TCPRoute.hostAndPort(of: $0)?.host == local.trimmingBrackets }
+            if bound == nil { bound = try bind(tcp: "tcp://\(local):*") }
+            tcpReplyAddresses[address] = bound
+            return RemotePort(bound!)
+        }
+        if registration == nil { try register(name: privateName()) }
+        guard let registration else { throw .invalidated }
+        return RemotePort(registration.ipcAddress)
+    }
+}
+
+private extension String {
+    /// `::1` for `[::1]`, as `TCPRoute.hostAndPort` gives hosts.
+    var trimmingBrackets: String {
+        hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self
+    }
+}
