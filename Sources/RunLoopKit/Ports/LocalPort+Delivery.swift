@@ -12,11 +12,16 @@ extension LocalPort: PortSourceDriver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     func handleOneMessage() -> PortDelivery {
         guard let socket else { return .empty }
+        // The decoding closure works on a local copy of the cache, so that it holds no
+        // reference to the port: the loop references ports weakly, and a weakly referenced
+        // object's every retain and release takes the runtime's slow path.
+        var cache = replyAddresses
+        defer { replyAddresses = cache }
         let decoded: Result<PortEnvelope, WireFormatError>
         do {
             guard let received = try socket.receive(dontWait: true, { frames in
                 Result { () throws(WireFormatError) in
-                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &cache)
                 }
             }) else { return .empty }
             decoded = received
