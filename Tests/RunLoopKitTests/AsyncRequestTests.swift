@@ -25,6 +25,16 @@ final class AsyncRequestTests: XCTestCase {
         thread.stop()
     }
 
+    func testARequestToAForeignPortOverTCPGetsItsReplyThroughATCPReplyAddress() async throws {
+        let peer = try ForeignTCPResponder(answer: "pong")
+        let reply = try await RemotePort(peer.address).request(LoopMessage(id: 9, text: "ping"),
+                                                               sendTimeout: .seconds(10), receiveTimeout: .seconds(10))
+        XCTAssertEqual(reply.id, 9)
+        XCTAssertEqual(reply.text, "pong")
+        let replyAddress = try XCTUnwrap(peer.replyAddressSeen())
+        XCTAssertTrue(replyAddress.hasPrefix("tcp://127.0.0.1:"), replyAddress)
+    }
+
     func testConcurrentRequestsEachGetTheirOwnReply() async throws {
         let (thread, remote) = server { LoopMessage(id: 0, text: "\(($0.text.flatMap(Int.init) ?? -1) * 2)") }
         let replies = try await withThrowingTaskGroup(of: (Int, String?).self) { group in

@@ -105,37 +105,12 @@ final class RemotePortTests: XCTestCase {
     }
 
     func testARequestToAForeignPortOverTCPGetsItsReplyThroughATCPReplyAddress() throws {
-        // The server is a bare ZeroMQ peer speaking the wire format, as on another machine:
-        // no RunLoopKit port of this process is behind its address.
-        let endpoint = LockedValue<String?>(nil)
-        let listening = DispatchSemaphore(value: 0)
-        let seenReplyAddress = LockedValue<String?>(nil)
-        let server = TestThread {
-            do {
-                let pull = try ZMQSocket(type: .pull)
-                try pull.setOption(.receiveTimeout, 10_000)
-                try pull.bind("tcp://127.0.0.1:*")
-                endpoint.withLock { $0 = try? pull.lastEndpoint }
-                listening.signal()
-                let request = try WireCodec.decode(try pull.receive(dontWait: false) ?? [])
-                seenReplyAddress.withLock { $0 = request.replyAddress }
-                let push = try ZMQSocket(type: .push)
-                try push.connect(request.replyAddress ?? "")
-                let reply = WireMessage(kind: .reply, messageID: request.messageID, correlationID: request.correlationID,
-                                        components: [.data(Array("pong".utf8))])
-                _ = try push.send(WireCodec.encode(reply), dontWait: false)
-            } catch {
-                XCTFail("the tcp peer failed: \(error)")
-                listening.signal()
-            }
-        }
-        waitOrFail(listening, "the tcp peer to listen")
-        let target = RemotePort(try PortAddress(validating: XCTUnwrap(endpoint.withLock { $0 })))
-        let reply = try target.sendRequest(LoopMessage(id: 5, text: "ping"), sendTimeout: .seconds(10), receiveTimeout: .seconds(10))
+        let peer = try ForeignTCPResponder(answer: "pong")
+        let reply = try RemotePort(peer.address).sendRequest(LoopMessage(id: 5, text: "ping"),
+                                                             sendTimeout: .seconds(10), receiveTimeout: .seconds(10))
         XCTAssertEqual(reply.id, 5)
         XCTAssertEqual(reply.text, "pong")
-        let replyAddress = try XCTUnwrap(seenReplyAddress.withLock { $0 })
+        let replyAddress = try XCTUnwrap(peer.replyAddressSeen())
         XCTAssertTrue(replyAddress.hasPrefix("tcp://127.0.0.1:"), replyAddress)
-        server.join()
     }
 }
