@@ -10,7 +10,8 @@ import Glibc
 /// (`timerfd_settime`, absolute on `CLOCK_MONOTONIC`) and the loop sleeps without a
 /// timeout. A later sleep whose deadline is not before the armed one keeps it, so a
 /// stream of requests re-arms it about once per timeout; when it fires before a sleep's
-/// own deadline the loop wakes once for nothing and arms it anew.
+/// own deadline, `Poller` reads it, arms it anew and sleeps on, so the loop (and its
+/// observers) never see that wake-up.
 ///
 /// Loop thread only; made by `Poller` the first time a far deadline is slept on.
 struct FarDeadlineTimer {

@@ -93,22 +93,28 @@ final class Poller: @unchecked Sendable {
             if !poll && commitToSleep(Poller.sleepingOnFutex) { try sleepOnFutex(until: deadline) }
             return
         }
-        // A far deadline arms the timerfd instead of a timeout (see `FarDeadlineTimer`);
-        // armed before the commit, so that nothing can fail between the commit and the wait.
-        let far = !poll && deadline != .distantFuture
-            && deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold
-        if far { try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet) }
-        // Commit to sleep only if no wake-up is pending; otherwise just look.
-        let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
-        let waitUntil = !committed ? Deadline(rawValue: 0) : far ? .distantFuture : deadline
-        let count = try pollSet.waitForEvents(until: waitUntil, into: &events, preciseWaitAvailable: &preciseWaitAvailable)
-        state.pointee.store(0, ordering: .releasing)
-        for index in 0..<count {
-            switch events[index].data.u64 {
-            case Poller.wakeToken: pollSet.drainWakeUps()
-            case FarDeadlineTimer.token: farDeadlineTimer?.fired()
-            case let token: ready(token)
+        while true {
+            // A far deadline arms the timerfd instead of a timeout (see `FarDeadlineTimer`);
+            // armed before the commit, so that nothing can fail between the commit and the wait.
+            let far = !poll && deadline != .distantFuture
+                && deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold
+            if far { try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet) }
+            // Commit to sleep only if no wake-up is pending; otherwise just look.
+            let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
+            let waitUntil = !committed ? Deadline(rawValue: 0) : far ? .distantFuture : deadline
+            let count = try pollSet.waitForEvents(until: waitUntil, into: &events, preciseWaitAvailable: &preciseWaitAvailable)
+            state.pointee.store(0, ordering: .releasing)
+            var onlyTheTimerFired = count > 0
+            for index in 0..<count {
+                switch events[index].data.u64 {
+                case Poller.wakeToken: pollSet.drainWakeUps(); onlyTheTimerFired = false
+                case FarDeadlineTimer.token: farDeadlineTimer?.fired()
+                case let token: ready(token); onlyTheTimerFired = false
+                }
             }
+            // The timerfd kept an earlier sleep's deadline and fired before this one's: that
+            // is nobody's event, so sleep on (re-armed) rather than wake the loop for nothing.
+            guard committed, onlyTheTimerFired, Deadline.now() < deadline else { return }
         }
     }
 
