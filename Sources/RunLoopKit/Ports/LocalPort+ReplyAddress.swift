@@ -19,20 +19,17 @@ extension LocalPort {
             }
             if let bound = tcpReplyAddresses[address] { return RemotePort(bound) }
             let local = try TCPRoute.localHost(toward: host, port: port)
-            var bound = tcpAddresses.first { TCPRoute.hostAndPort(of: $0)?.host == local.trimmingBrackets }
-            if bound == nil { bound = try bind(tcp: "tcp://\(local):*") }
+            let bound: PortAddress
+            if let existing = tcpAddresses.first(where: { TCPRoute.hostAndPort(of: $0)?.host == local }) {
+                bound = existing
+            } else {
+                bound = try bind(tcp: TCPRoute.endpoint(host: local, port: "*"))
+            }
             tcpReplyAddresses[address] = bound
-            return RemotePort(bound!)
+            return RemotePort(bound)
         }
         if registration == nil { try register(name: privateName()) }
         guard let registration else { throw .invalidated }
         return RemotePort(registration.ipcAddress)
-    }
-}
-
-private extension String {
-    /// `::1` for `[::1]`, as `TCPRoute.hostAndPort` gives hosts.
-    var trimmingBrackets: String {
-        hasPrefix("[") && hasSuffix("]") ? String(dropFirst().dropLast()) : self
     }
 }

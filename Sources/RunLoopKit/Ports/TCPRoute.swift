@@ -18,9 +18,15 @@ enum TCPRoute {
         return (String(host), String(port))
     }
 
-    /// The local address this machine sends from to reach `host`, as a tcp endpoint host:
-    /// `192.0.2.7`, or `[2001:db8::7]`. Throws `invalidAddress` if `host` does not resolve,
-    /// `system` if no route leads there. `getaddrinfo(3)`, `connect(2)`, `getsockname(2)`.
+    /// A tcp endpoint for `host` and `port`, with an IPv6 host in brackets.
+    static func endpoint(host: String, port: String) -> String {
+        host.contains(":") ? "tcp://[\(host)]:\(port)" : "tcp://\(host):\(port)"
+    }
+
+    /// The numeric local address this machine sends from to reach `host` (`192.0.2.7`,
+    /// `2001:db8::7`). Throws `invalidAddress` if `host` does not resolve, `system` if no
+    /// route leads there. `getaddrinfo(3)` (which may ask DNS for a name), `connect(2)`,
+    /// `getsockname(2)`.
     static func localHost(toward host: String, port: String) throws(PortError) -> String {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
@@ -42,8 +48,7 @@ enum TCPRoute {
                     storage.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
                 }
             }
-            let numeric = try numericHost(of: &local, length: length)
-            return family == AF_INET6 ? "[\(numeric)]" : numeric
+            return try numericHost(of: &local, length: length)
         } catch {
             throw .system(error)
         }
