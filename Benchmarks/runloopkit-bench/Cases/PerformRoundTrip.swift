@@ -39,11 +39,8 @@ enum PerformRoundTripCase {
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
         let contenders: [any LatencyContender] = [RunLoopKitPerform(), FoundationPerform(), DispatchAsyncRoundTrip()]
-        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
-                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "perform on another thread and wait"
+        let distributions = Harness.latencies(contenders, config)
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "perform on another thread and wait")
         outcome.metrics = [
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1, peer: "foundation-perform"),
                                                            .atMostTimes(1.5, peer: "dispatch-async")]) { $0.p50 },

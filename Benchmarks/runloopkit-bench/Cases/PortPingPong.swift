@@ -132,11 +132,8 @@ enum PortPingPongCase {
             RunLoopKitPingPong(), ZMQPingPong(name: "zmq-inproc", requestReply: false),
             SocketPortPingPong(), SemaphorePingPong(),
         ]
-        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
-                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "round trip, 64 B, two threads"
+        let distributions = Harness.latencies(contenders, config)
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "round trip, 64 B, two threads")
         outcome.metrics = [
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1.25, peer: "zmq-inproc"),
                                                            .atMostTimes(0.5, peer: "foundation-socketport")]) { $0.p50 },

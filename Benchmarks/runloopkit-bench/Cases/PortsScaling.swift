@@ -8,13 +8,10 @@ enum PortsScalingCase {
         let contenders: [any LatencyContender] = [
             RunLoopKitPingPong(name: "1000-ports", idlePorts: 999), RunLoopKitPingPong(name: "1-port"),
         ]
-        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
-                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
+        let distributions = Harness.latencies(contenders, config)
         let many = distributions[0].summary.p50
         let one = distributions[1].summary.p50
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "round trip, 1,000 ports (999 idle) on each loop vs 1"
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "round trip, 1,000 ports (999 idle) on each loop vs 1")
         outcome.metrics = [
             MetricResult(caseName: name, metric: "cost_ratio", unit: "×", lowerIsBetter: true, runloopkit: many / one,
                          targets: [.atMost(1.5)]),

@@ -26,13 +26,10 @@ enum ProcessPingPongCase {
             fatalError("the child's port: \(error)")
         }
         let zmq = ZMQPingPong(name: "zmq-ipc", endpoint: endpoint, localEcho: false, requestReply: false)
-        let distributions = Harness.latencies([runLoopKit, zmq], rounds: config.latencyRounds,
-                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
+        let distributions = Harness.latencies([runLoopKit, zmq], config)
         child.finish()
         unlink(socketPath) // the child's ipc socket file (it exits without closing its socket)
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "round trip, 64 B, two processes (ipc)"
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "round trip, 64 B, two processes (ipc)")
         outcome.metrics = [
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1.25, peer: "zmq-ipc")]) { $0.p50 },
         ]

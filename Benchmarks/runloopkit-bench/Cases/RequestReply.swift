@@ -55,11 +55,8 @@ enum RequestReplyCase {
         let contenders: [any LatencyContender] = [
             RunLoopKitRequestReply(), ZMQPingPong(name: "zmq-inproc-reqrep", requestReply: true),
         ]
-        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
-                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "request/reply, named port, two threads"
+        let distributions = Harness.latencies(contenders, config)
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "request/reply, named port, two threads")
         outcome.metrics = [
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1.5, peer: "zmq-inproc-reqrep")]) { $0.p50 },
         ]

@@ -92,11 +92,8 @@ enum TaskHopCase {
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
         let contenders: [any LatencyContender] = [RunLoopKitTaskHop(), DefaultActorHop()]
-        let distributions = Harness.latencies(contenders, rounds: config.latencyRounds,
-                                              batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "await an actor method from a task"
+        let distributions = Harness.latencies(contenders, config)
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "await an actor method from a task")
         outcome.metrics = [distributions.metric(name, "us_p50") { $0.p50 }]
         return outcome
     }

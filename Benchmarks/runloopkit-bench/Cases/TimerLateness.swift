@@ -56,9 +56,7 @@ enum TimerLatenessCase {
         let distributions = Harness.latencies([RunLoopKitTimerLateness(), FoundationTimerLateness()],
                                               rounds: config.timerRounds, batch: config.timerFires, warmUp: 100,
                                               only: config.only)
-        var outcome = CaseOutcome(name: name)
-        outcome.distributions = distributions
-        outcome.chartCaption = "lateness of a 1 ms repeating timer"
+        var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "lateness of a 1 ms repeating timer")
         outcome.metrics = [
             distributions.metric(name, "us_p50") { $0.p50 },
             distributions.metric(name, "us_p99", targets: [.atMost(1000), .atMostTimes(1, peer: "foundation-timer")]) { $0.p99 },

@@ -130,22 +130,11 @@ final class FoundationPerform: LatencyContender {
     func measure(_ count: Int) -> LatencyRecorder {
         let runLoop = Confined(target.runLoop)
         return driver.run {
-            var recorder = LatencyRecorder()
-            let answered = DispatchSemaphore(value: 0)
-            let answer = SharedCounter()
-            for index in 0..<count {
-                let start = Clock.now()
-                runLoop.value.perform {
-                    answer.store(index &* 2)
-                    answered.signal()
-                }
+            postedRoundTrips(count) { work in
+                runLoop.value.perform(work)
                 // `Timer(timeInterval:repeats:)` fires at once on Linux (its fire date is now).
                 runLoop.value.add(Timer(timeInterval: 0, repeats: false) { _ in }, forMode: .default)
-                answered.wait()
-                recorder.record(nanoseconds: Clock.now() &- start)
-                precondition(answer.load() == index &* 2)
             }
-            return recorder
         }
     }
 

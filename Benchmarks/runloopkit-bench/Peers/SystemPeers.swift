@@ -55,25 +55,29 @@ final class DispatchAsyncRoundTrip: LatencyContender {
 
     func measure(_ count: Int) -> LatencyRecorder {
         let queue = queue
-        return driver.run {
-            var recorder = LatencyRecorder()
-            let answered = DispatchSemaphore(value: 0)
-            let answer = SharedCounter()
-            for index in 0..<count {
-                let start = Clock.now()
-                queue.async {
-                    answer.store(index &* 2)
-                    answered.signal()
-                }
-                answered.wait()
-                recorder.record(nanoseconds: Clock.now() &- start)
-                precondition(answer.load() == index &* 2)
-            }
-            return recorder
-        }
+        return driver.run { postedRoundTrips(count) { queue.async(execute: $0) } }
     }
 
     func finish() { driver.finish() }
+}
+
+/// `count` round trips of a closure that `post` hands to another thread, which computes
+/// an answer and signals a semaphore the calling thread waits on; each answer is checked.
+func postedRoundTrips(_ count: Int, post: (@escaping @Sendable () -> Void) -> Void) -> LatencyRecorder {
+    var recorder = LatencyRecorder()
+    let answered = DispatchSemaphore(value: 0)
+    let answer = SharedCounter()
+    for index in 0..<count {
+        let start = Clock.now()
+        post {
+            answer.store(index &* 2)
+            answered.signal()
+        }
+        answered.wait()
+        recorder.record(nanoseconds: Clock.now() &- start)
+        precondition(answer.load() == index &* 2)
+    }
+    return recorder
 }
 
 enum PlainThreads {

@@ -101,4 +101,11 @@ struct CaseOutcome: Sendable {
     var seconds = 0.0
 
     init(name: String) { self.name = name }
+
+    /// A latency case's outcome: its distributions, charted under `chartCaption`.
+    init(name: String, distributions: [Distribution], chartCaption: String) {
+        self.name = name
+        self.distributions = distributions
+        self.chartCaption = chartCaption
+    }
 }

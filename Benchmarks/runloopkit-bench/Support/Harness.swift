@@ -68,6 +68,11 @@ enum Harness {
         }
     }
 
+    /// `latencies` with a latency case's rounds, batch, warm-up and `--only`, from `config`.
+    static func latencies(_ all: [any LatencyContender], _ config: BenchConfig) -> [Distribution] {
+        latencies(all, rounds: config.latencyRounds, batch: config.latencyBatch, warmUp: config.warmUp, only: config.only)
+    }
+
     /// One warm-up round, then `rounds` interleaved rounds; the median rate of each contender.
     static func rates(_ all: [any RateContender], rounds: Int, only: [String] = []) -> [PeerValue] {
         defer { all.forEach { $0.finish() } }
