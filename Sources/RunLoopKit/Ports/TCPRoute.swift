@@ -36,33 +36,35 @@ enum TCPRoute {
             throw .invalidAddress("tcp://\(host):\(port) (\(String(cString: gai_strerror(status))))")
         }
         defer { freeaddrinfo(found) }
+        var local = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         do {
             let family = target.pointee.ai_family
             let descriptor = try systemCall("socket") { socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
             defer { close(descriptor) }
             try systemCall("connect") { connect(descriptor, target.pointee.ai_addr, target.pointee.ai_addrlen) }
-            var local = sockaddr_storage()
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             try systemCall("getsockname") {
                 withUnsafeMutablePointer(to: &local) { storage in
                     storage.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
                 }
             }
-            return try numericHost(of: &local, length: length)
         } catch {
             throw .system(error)
         }
+        return try numericHost(of: &local, length: length)
     }
 
     /// `getnameinfo(3)` with `NI_NUMERICHOST`.
-    private static func numericHost(of address: inout sockaddr_storage, length: socklen_t) throws(SystemCallError) -> String {
+    private static func numericHost(of address: inout sockaddr_storage, length: socklen_t) throws(PortError) -> String {
         var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         let status = withUnsafePointer(to: &address) { storage in
             storage.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 getnameinfo($0, length, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST)
             }
         }
-        guard status == 0 else { throw SystemCallError(call: "getnameinfo", errno: EADDRNOTAVAIL) }
+        guard status == 0 else {
+            throw .invalidAddress("the local end of a tcp route (getnameinfo: \(String(cString: gai_strerror(status))))")
+        }
         return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
