@@ -21,6 +21,12 @@ extension ZMQSocketOption where Value == Int32 {
     /// `ZMQ_RCVTIMEO`, in milliseconds: how long a blocking receive waits before `again`;
     /// -1 (the default) is forever.
     static var receiveTimeout: Self { Self(name: ZMQ_RCVTIMEO) }
+    /// `ZMQ_RECONNECT_IVL`, in milliseconds: how long a connecting socket waits before it
+    /// tries again after its peer went or refused (100 by default).
+    static var reconnectInterval: Self { Self(name: ZMQ_RECONNECT_IVL) }
+    /// `ZMQ_RECONNECT_IVL_MAX`, in milliseconds: with it, the wait doubles after each
+    /// failed try up to this much; 0 (the default) keeps `reconnectInterval` for ever.
+    static var reconnectIntervalMax: Self { Self(name: ZMQ_RECONNECT_IVL_MAX) }
 }
 
 extension ZMQSocketOption where Value == Int64 {
@@ -38,6 +44,17 @@ extension ZMQSocketOption where Value == Bool {
     static var ipv6: Self { Self(name: ZMQ_IPV6) }
     /// `ZMQ_CURVE_SERVER`: act as the CURVE server; needs `curveSecretKey`.
     static var curveServer: Self { Self(name: ZMQ_CURVE_SERVER) }
+    /// `ZMQ_ROUTER_MANDATORY`: a ROUTER's send to a peer it does not know fails with
+    /// `hostUnreachable`, and one to a peer at its high-water mark with `again`, instead of
+    /// being dropped without a word.
+    static var routerMandatory: Self { Self(name: ZMQ_ROUTER_MANDATORY) }
+}
+
+extension ZMQSocketOption where Value == [UInt8] {
+    /// `ZMQ_ROUTING_ID`: the id a ROUTER peer knows this socket's connections by (1 to 255
+    /// bytes, not starting with a zero byte); set before connecting. Unset, a ROUTER makes
+    /// one up per connection.
+    static var routingID: Self { Self(name: ZMQ_ROUTING_ID) }
 }
 
 extension ZMQSocketOption where Value == ZMQCurveKey {
@@ -200,6 +217,27 @@ extension ZMQCurveKey: ZMQSocketOptionValue {
                 throw ZMQError(code: .invalidArgument, call: "zmq_getsockopt")
             }
             return key
+        }
+    }
+}
+
+/// Byte-string options (`ZMQ_ROUTING_ID`), at most 255 bytes.
+extension [UInt8]: ZMQSocketOptionValue {
+    static func withOptionBytes<R>(
+        _ value: [UInt8], _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
+    ) throws(ZMQError) -> R {
+        try withUnsafeTemporaryAllocation(byteCount: Swift.max(value.count, 1), alignment: 1) { buffer throws(ZMQError) in
+            buffer.copyBytes(from: value)
+            return try body(UnsafeRawPointer(buffer.baseAddress!), value.count)
+        }
+    }
+
+    static func fromOptionBytes(
+        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
+    ) throws(ZMQError) -> [UInt8] {
+        try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 1) { buffer throws(ZMQError) in
+            let count = try read(buffer.baseAddress!, buffer.count)
+            return [UInt8](UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }
     }
 }

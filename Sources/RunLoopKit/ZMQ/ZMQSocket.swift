@@ -228,14 +228,24 @@ final class ZMQSocket {
     ///   `nil` waits forever, zero only looks.
     /// - Returns: the events that are ready; empty when the timeout passed.
     func poll(for events: ZMQEvents, timeout: Duration?) throws(ZMQError) -> ZMQEvents {
-        var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(truncatingIfNeeded: events.rawValue), revents: 0)
+        try ZMQSocket.poll([(self, events)], timeout: timeout)[0]
+    }
+
+    /// Waits until any of `sockets` is ready for its events, via one `zmq_poll`.
+    ///
+    /// - Parameter timeout: as in `poll(for:timeout:)`.
+    /// - Returns: the events ready on each socket, in order; all empty when the timeout passed.
+    static func poll(_ sockets: [(socket: ZMQSocket, events: ZMQEvents)], timeout: Duration?) throws(ZMQError) -> [ZMQEvents] {
+        var items = sockets.map {
+            zmq_pollitem_t(socket: $0.socket.handle, fd: 0, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0)
+        }
         let deadline = timeout.map { Deadline.after($0) }
         try zmqCall("zmq_poll") {
             // Recomputed on each try, so a retry after EINTR does not restart the timeout.
             let milliseconds = deadline.map { Int(($0 - .now()).zmqMilliseconds) } ?? -1
-            return zmq_poll(&item, 1, milliseconds)
+            return zmq_poll(&items, Int32(items.count), milliseconds)
         }
-        return ZMQEvents(rawValue: Int32(item.revents))
+        return items.map { ZMQEvents(rawValue: Int32($0.revents)) }
     }
 }
 
