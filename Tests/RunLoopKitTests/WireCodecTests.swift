@@ -5,7 +5,7 @@ final class WireCodecTests: XCTestCase {
     /// A header with the given fields, built byte by byte (independently of the encoder).
     private func header(
         magic: [UInt8] = [0x52, 0x4C, 0x4B],
-        version: UInt8 = 1,
+        version: UInt8 = 2,
         kind: UInt8 = 0,
         flags: UInt8 = 0,
         count: UInt16? = nil,
@@ -79,7 +79,7 @@ final class WireCodecTests: XCTestCase {
             components: [.port(address: "inproc://p"), .data([9])]
         ))
         XCTAssertEqual(frames, [
-            [0x52, 0x4C, 0x4B, 1, 1, 0, 2, 0, 0x04, 0x03, 0x02, 0x01,
+            [0x52, 0x4C, 0x4B, 2, 1, 0, 2, 0, 0x04, 0x03, 0x02, 0x01,
              0x11, 0x10, 0x0F, 0x0E, 0x0D, 0x0C, 0x0B, 0x0A, 1, 0],
             Array("inproc://r".utf8),
             Array("inproc://p".utf8),
@@ -97,7 +97,7 @@ final class WireCodecTests: XCTestCase {
     /// one port, without a reply address.
     func testTheDocumentedCheckInExampleDecodes() throws {
         let frames = [
-            "52 4c 4b 01 00 00 01 00 64 00 00 00 00 00 00 00 00 00 00 00 01",
+            "52 4c 4b 02 00 00 01 00 64 00 00 00 00 00 00 00 00 00 00 00 01",
             "",
             "74 63 70 3a 2f 2f 31 32 37 2e 30 2e 30 2e 31 3a 35 35 35 36",
         ].map { hex in hex.split(separator: " ").map { UInt8($0, radix: 16)! } }
@@ -117,7 +117,7 @@ final class WireCodecTests: XCTestCase {
         assertDecodeThrows([[], []], .headerTooShort(0))
     }
 
-    func testAVersionOneHeaderShorterThanTwentyBytesIsRejected() {
+    func testAVersionTwoHeaderShorterThanTwentyBytesIsRejected() {
         assertDecodeThrows([Array(header().prefix(19)), []], .headerTooShort(19))
     }
 
@@ -127,7 +127,7 @@ final class WireCodecTests: XCTestCase {
     }
 
     func testAnUnknownVersionIsRejectedWhateverTheHeaderLength() {
-        assertDecodeThrows([header(version: 2), []], .unsupportedVersion(2))
+        assertDecodeThrows([header(version: 1), []], .unsupportedVersion(1)) // replies went to reply addresses then
         assertDecodeThrows([[0x52, 0x4C, 0x4B, 0], []], .unsupportedVersion(0))
     }
 

@@ -7,11 +7,14 @@ struct PortEnvelope: Sendable, Equatable {
     /// 0 for plain messages; a request's id, echoed by its reply.
     var correlationID: UInt64
     var message: LoopMessage
+    /// For a request a port received: the connection it came in on, for the reply.
+    var returnPath: ReturnPath?
 
-    init(_ kind: WireKind, _ message: LoopMessage, correlationID: UInt64 = 0) {
+    init(_ kind: WireKind, _ message: LoopMessage, correlationID: UInt64 = 0, returnPath: ReturnPath? = nil) {
         self.kind = kind
         self.message = message
         self.correlationID = correlationID
+        self.returnPath = returnPath
     }
 
     /// The codec's model of the same message.

@@ -1,4 +1,4 @@
-/// Encodes and decodes RunLoopKit wire messages (format version 1) to and from the
+/// Encodes and decodes RunLoopKit wire messages (format version 2) to and from the
 /// frames of a ZeroMQ multipart message. The format is specified in `docs/wire-format.md`.
 ///
 /// Frame 0 is the header, frame 1 the reply address (empty for none), frames 2... the
@@ -7,7 +7,7 @@
 /// | bytes    | field                                            |
 /// |----------|--------------------------------------------------|
 /// | 0..<3    | magic, ASCII "RLK"                               |
-/// | 3        | version, 1                                       |
+/// | 3        | version, 2                                       |
 /// | 4        | kind: 0 message, 1 request, 2 reply              |
 /// | 5        | flags, 0                                         |
 /// | 6..<8    | component count N, UInt16 little-endian          |
@@ -21,7 +21,7 @@ enum WireCodec {
     /// The header's first three bytes, ASCII "RLK".
     static let magic: (UInt8, UInt8, UInt8) = (0x52, 0x4C, 0x4B)
     /// The format version this codec writes and the only one it reads.
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
     /// The size of the header before the component kinds.
     static let fixedHeaderSize = 20
     /// The transports a port address may name.

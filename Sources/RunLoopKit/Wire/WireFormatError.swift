@@ -13,7 +13,7 @@ public enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertible
     case unsupportedVersion(UInt8)
     /// The header's kind byte is not 0, 1 or 2.
     case unknownKind(UInt8)
-    /// The header's flags byte is not 0, as version 1 requires.
+    /// The header's flags byte is not 0, as version 2 requires.
     case reservedFlags(UInt8)
     /// The header's length is not 20 plus its component count.
     case headerLengthMismatch(expected: Int, actual: Int)

@@ -2,7 +2,7 @@
 enum WireKind: UInt8, Sendable {
     /// A one-way message.
     case message = 0
-    /// A request: carries a fresh nonzero correlation id and a reply address.
+    /// A request: carries a fresh nonzero correlation id; its reply comes back over the same connection.
     case request = 1
     /// A reply to a request: its correlation id and message id are the request's.
     case reply = 2
@@ -12,7 +12,7 @@ enum WireKind: UInt8, Sendable {
 enum WireComponent: Equatable, Sendable {
     /// Bytes, carried as they are.
     case data([UInt8])
-    /// A port, carried as the address of its receiving (PULL) socket.
+    /// A port, carried as the address of its receiving (ROUTER) socket.
     case port(address: String)
 }
 

@@ -4,10 +4,22 @@
 /// The frames are those of `WireCodec.encode` (a test compares them).
 extension ZMQSocket {
     /// Sends `envelope` as one multipart message, as `send(_:dontWait:)` sends frames: only
-    /// the header uses `dontWait`, and once it is accepted the rest is too.
+    /// the first frame uses `dontWait`, and once it is accepted the rest is too.
     ///
+    /// - Parameter returnPath: for a reply sent on a port's ROUTER socket, the connection
+    ///   its request came in on: its routing id (and delimiter) go first.
     /// - Returns: whether the message was queued; always `true` when not `dontWait`.
-    func send(_ envelope: PortEnvelope, dontWait: Bool) throws(ZMQError) -> Bool {
+    /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
+    ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
+    func send(_ envelope: PortEnvelope, dontWait: Bool, via returnPath: ReturnPath? = nil) throws(ZMQError) -> Bool {
+        if let returnPath {
+            let accepted = returnPath.routingID.withUnsafeBytes { routingID in
+                Result { () throws(ZMQError) in try sendFrame(routingID, more: true, dontWait: dontWait) }
+            }
+            guard try accepted.get() else { return false } // nothing was queued
+            if returnPath.hasDelimiter { try sendFrame([], more: true) }
+            return try send(envelope, dontWait: false)
+        }
         let message = envelope.message
         let components = message.components
         let headerSize = WireCodec.headerSize(componentCount: components.count)
