@@ -255,7 +255,7 @@ final class LocalPortTests: XCTestCase {
         var delivered: [Int32] = []
         let port = try LocalPort { message in delivered.append(message.id); return nil }
         loop.add(port, to: .default)
-        let raw = try ZMQSocket(type: .push)
+        let raw = try ZMQSocket(type: .dealer)
         try raw.connect(port.inProcessAddress.rawValue)
         let valid = WireCodec.encode(LoopMessage(id: 42).wire(kind: .message))
         var badVersion = valid

@@ -65,7 +65,7 @@ final class LoopCountersTests: XCTestCase {
         var delivered: [Int32] = []
         let port = try LocalPort { message in delivered.append(message.id); return nil }
         loop.add(port, to: mode)
-        let raw = try ZMQSocket(type: .push)
+        let raw = try ZMQSocket(type: .dealer)
         try raw.connect(port.inProcessAddress.rawValue)
         let valid = WireCodec.encode(LoopMessage(id: 42).wire(kind: .message))
         var badVersion = valid
@@ -92,19 +92,57 @@ final class LoopCountersTests: XCTestCase {
         port.invalidate()
     }
 
-    func testAReplyThatCannotBeSentIsCountedAsReplyNotSent() throws {
-        let mode = uniqueMode("no-reply-port")
+    func testAReplyToARequesterThatIsGoneIsDroppedAtOnceAndCountedAsRequesterGone() throws {
+        let mode = uniqueMode("requester-gone")
         var requests = 0
-        let port = try LocalPort { _ in requests += 1; return LoopMessage(id: 0, text: "lost") }
+        let port = try LocalPort { _ in requests += 1; return LoopMessage(id: 0, text: "too late") }
         loop.add(port, to: mode)
-        // A request from a peer that gave no reply address.
-        let raw = try ZMQSocket(type: .push)
-        try raw.connect(port.inProcessAddress.rawValue)
+        // A requester that dies mid-request: its request is queued, then it is gone.
+        let routingID = Array("doomed".utf8)
+        var doomed: ZMQSocket? = try ZMQSocket(type: .dealer)
+        try doomed?.setOption(.routingID, routingID)
+        try doomed?.connect(port.inProcessAddress.rawValue)
+        XCTAssertEqual(try doomed?.send(WireCodec.encode(LoopMessage(id: 9).wire(kind: .request, correlationID: 1)), dontWait: false), true)
+        doomed = nil
+        XCTAssertTrue(try waitUntilUnroutable(routingID, from: XCTUnwrap(port.socket)), "libzmq saw the requester go")
         let before = counters
-        XCTAssertTrue(try raw.send(WireCodec.encode(LoopMessage(id: 9).wire(kind: .request, correlationID: 1)), dontWait: false))
         XCTAssertTrue(runCurrentLoop(in: mode) { requests == 1 })
-        XCTAssertEqual(counters.messagesDropped[.replyNotSent]! - before.messagesDropped[.replyNotSent]!, 1)
+        XCTAssertEqual(counters.messagesDropped[.requesterGone]! - before.messagesDropped[.requesterGone]!, 1)
         XCTAssertEqual(port.statistics.repliesFailed, 1)
+        port.invalidate()
+    }
+
+    func testAReplyToARequesterThatDoesNotReadItsRepliesIsCountedAsReplyNotSentAndNeverWaitedFor() throws {
+        let mode = uniqueMode("not-reading")
+        var requests = 0
+        let port = try LocalPort { _ in requests += 1; return LoopMessage(id: 0, text: "unread") }
+        loop.add(port, to: mode)
+        // More requests than the connection's reply queue holds (the port's send
+        // high-water mark plus the requester's receive one, for inproc), never read.
+        let count = 2_500
+        let address = port.inProcessAddress.rawValue
+        let requester = LockedValue<ZMQSocket?>(nil)
+        let sender = TestThread {
+            let dealer = try! ZMQSocket(type: .dealer)
+            try! dealer.setOption(.sendHighWaterMark, 0)
+            try! dealer.connect(address)
+            for id in 0..<count {
+                _ = try! dealer.send(WireCodec.encode(LoopMessage(id: Int32(id)).wire(kind: .request, correlationID: UInt64(id + 1))),
+                                     dontWait: false)
+            }
+            requester.withLock { $0 = dealer }
+        }
+        let before = counters
+        XCTAssertTrue(runCurrentLoop(in: mode) { requests == count })
+        sender.join()
+        let notSent = counters.messagesDropped[.replyNotSent]! - before.messagesDropped[.replyNotSent]!
+        XCTAssertGreaterThan(notSent, 0, "the queue filled up")
+        XCTAssertEqual(port.statistics.repliesFailed, notSent)
+        // Every reply the port did not count as not sent is waiting for the requester.
+        let dealer = try XCTUnwrap(requester.withLock { $0 })
+        var queued = 0
+        while try dealer.receive(dontWait: true) != nil { queued += 1 }
+        XCTAssertEqual(queued + notSent, count)
         port.invalidate()
     }
 
@@ -120,7 +158,12 @@ final class LoopCountersTests: XCTestCase {
             guard case .receiveTimedOut = $0 as? PortError else { return XCTFail("\($0)") }
         }
         XCTAssertTrue(runCurrentLoop(in: mode) { answered == 1 })
-        XCTAssertTrue(runCurrentLoop(in: ReplyPort.mode) { counters.messagesDropped[.lateReply]! > before.messagesDropped[.lateReply]! })
+        // A dropped reply is no handled source, so the run would not return for it: the
+        // reply mode is run in short slices until the drop shows.
+        let limit = Deadline.after(.seconds(20))
+        while counters.messagesDropped[.lateReply]! == before.messagesDropped[.lateReply]! && Deadline.now() < limit {
+            _ = loop.run(mode: PendingReplies.mode, before: .after(.milliseconds(20)))
+        }
         XCTAssertEqual(counters.messagesDropped[.lateReply]! - before.messagesDropped[.lateReply]!, 1)
         server.invalidate()
     }

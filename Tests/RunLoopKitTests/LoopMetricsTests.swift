@@ -28,7 +28,7 @@ final class LoopMetricsTests: XCTestCase {
             loop.add(port, to: .default)
             loop.add(LoopTimer(after: .milliseconds(10)) { _ in }, to: .default)
             _ = loop.run(mode: .default, until: .after(.milliseconds(20)), returnAfterSourceHandled: false)
-            let raw = try! ZMQSocket(type: .push)
+            let raw = try! ZMQSocket(type: .dealer)
             try! raw.connect(port.inProcessAddress.rawValue)
             _ = try! raw.send([[1, 2, 3]], dontWait: false)
             for id in 0..<3 { try! port.send(LoopMessage(id: Int32(id))) }

@@ -29,12 +29,12 @@ final class PortDirectoryTests: XCTestCase {
     func testRegisteringANameALivePortHoldsFailsWithNameInUse() throws {
         let name = uniqueName("taken")
         let first = try LocalPort(name: name)
-        XCTAssertThrowsError(try LocalPort(name: name)) { XCTAssertEqual($0 as? PortError, .nameInUse(name)) }
+        XCTAssertThrowsError(try LocalPort(name: name)) { XCTAssertEqual($0 as? PortError, .nameInUse(name, holder: getpid())) }
         let otherThread = LockedValue<PortError?>(nil)
         TestThread {
             do { _ = try LocalPort(name: name) } catch { otherThread.withLock { $0 = error as? PortError } }
         }.join()
-        XCTAssertEqual(otherThread.withLock { $0 }, .nameInUse(name))
+        XCTAssertEqual(otherThread.withLock { $0 }, .nameInUse(name, holder: getpid()))
         first.invalidate()
         let second = try LocalPort(name: name)
         XCTAssertEqual(second.name, name, "an invalidated port's name is free again")
@@ -48,7 +48,7 @@ final class PortDirectoryTests: XCTestCase {
         let port = try LocalPort(name: name)
         let directory = try RuntimeDirectory.path()
         XCTAssertThrowsError(try NameLock(name: name, directory: directory)) {
-            XCTAssertEqual($0 as? PortError, .nameInUse(name))
+            XCTAssertEqual($0 as? PortError, .nameInUse(name, holder: getpid()))
         }
         XCTAssertEqual(NameLock.liveOwner(name: name, directory: directory), getpid())
         port.invalidate()
@@ -171,7 +171,7 @@ final class PortDirectoryTests: XCTestCase {
         XCTAssertTrue(address.rawValue.hasPrefix("tcp://127.0.0.1:"))
         XCTAssertEqual(port.remote.address, address)
         // A raw ZeroMQ peer, as on another machine: no in-process shortcut.
-        let peer = try ZMQSocket(type: .push)
+        let peer = try ZMQSocket(type: .dealer)
         try peer.connect(address.rawValue)
         XCTAssertTrue(try peer.send(WireCodec.encode(LoopMessage(id: 5, text: "over tcp").wire(kind: .message)), dontWait: false))
         let limit = Deadline.after(.seconds(20))

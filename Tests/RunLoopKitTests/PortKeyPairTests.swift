@@ -2,14 +2,34 @@ import Foundation
 @testable import RunLoopKit
 import XCTest
 
-/// CURVE on tcp ports: only clients that know the port's public key get through.
+/// CURVE on tcp ports: only clients that know the port's public key get through, and
+/// requests get their replies encrypted over the same connection.
 final class PortKeyPairTests: XCTestCase {
-    private func securedPort(_ keys: PortKeyPair, received: @escaping (String) -> Void) throws -> (LocalPort, PortAddress) {
-        let port = try LocalPort { message in received(message.text ?? ""); return nil }
+    private func securedPort(_ keys: PortKeyPair, reply: String? = nil,
+                             received: @escaping (String) -> Void) throws -> (LocalPort, PortAddress) {
+        let port = try LocalPort { message in
+            received(message.text ?? "")
+            return reply.map { LoopMessage(id: 0, text: $0) }
+        }
         try port.requireCurve(keys)
         let address = try port.bind(tcp: "tcp://127.0.0.1:*")
         ThreadRunLoop.current.add(port, to: .default)
         return (port, address)
+    }
+
+    /// Runs `body` on another thread while this thread's loop serves the port, and returns
+    /// its outcome (no in-process shortcut: the addresses used are the tcp ones).
+    private func onAnotherThread<Value: Sendable>(_ body: @escaping @Sendable () throws(PortError) -> Value)
+        -> Result<Value, PortError> {
+        let outcome = LockedValue<Result<Value, PortError>?>(nil)
+        let loop = ThreadRunLoop.current
+        let thread = TestThread {
+            outcome.withLock { $0 = Result(catching: body) }
+            loop.stop()
+        }
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30)) { outcome.withLock { $0 != nil } })
+        thread.join()
+        return outcome.withLock { $0 } ?? .failure(.invalidated)
     }
 
     /// Sends from another thread (no in-process shortcut: the address is the tcp one).
@@ -37,15 +57,38 @@ final class PortKeyPairTests: XCTestCase {
         port.invalidate()
     }
 
-    func testClientsWithoutTheKeyOrWithAWrongKeyAreRejected() throws {
+    func testARequestToACurvePortGetsItsReplyOverTheSameEncryptedConnection() throws {
+        let keys = try PortKeyPair.generate()
+        let (port, address) = try securedPort(keys, reply: "secret answer") { _ in }
+        PortDirectory.shared.removeAlias(address)
+        let remote = try RemotePort(address, curveServerKey: keys.publicKey)
+        let outcome = onAnotherThread { () throws(PortError) in
+            try remote.sendRequest(LoopMessage(id: 4, text: "secret question"),
+                                   sendTimeout: .seconds(10), receiveTimeout: .seconds(10))
+        }
+        let reply = try outcome.get()
+        XCTAssertEqual(reply.text, "secret answer")
+        XCTAssertEqual(reply.id, 4)
+        port.invalidate()
+    }
+
+    func testClientsWithoutTheKeyOrWithAWrongKeyAreRefusedWithAnAuthenticationError() throws {
         let keys = try PortKeyPair.generate()
         let impostor = try PortKeyPair.generate()
         var received: [String] = []
         let (port, address) = try securedPort(keys) { received.append($0) }
         PortDirectory.shared.removeAlias(address)
-        XCTAssertEqual(sendFromAnotherThread(to: RemotePort(address), "plain"), .sendTimedOut(address))
-        XCTAssertEqual(sendFromAnotherThread(to: try RemotePort(address, curveServerKey: impostor.publicKey), "wrong key"),
-                       .sendTimedOut(address))
+        for (remote, what) in [(RemotePort(address), "no key"),
+                               (try RemotePort(address, curveServerKey: impostor.publicKey), "a wrong key")] {
+            // A deadline far beyond the test's: the refusal must come from the handshake.
+            let outcome = onAnotherThread { () throws(PortError) in
+                try remote.send(LoopMessage(id: 1, text: what), timeout: .seconds(60))
+            }
+            guard case .failure(.authenticationFailed(let refused, _)) = outcome else {
+                return XCTFail("a client with \(what): \(outcome)")
+            }
+            XCTAssertEqual(refused, address)
+        }
         XCTAssertEqual(ThreadRunLoop.current.run(mode: .default, timeout: .milliseconds(200), returnAfterSourceHandled: true),
                        .timedOut)
         XCTAssertEqual(received, [], "nothing from a client without the key reached the handler")
@@ -69,6 +112,8 @@ final class PortKeyPairTests: XCTestCase {
         XCTAssertFalse(dumped.contains(keys.secretCurveKey.z85.prefix(8)), "not even a prefix in a dump")
         XCTAssertNotNil(PortKeyPair(publicKey: keys.publicKey, secretKey: keys.secretCurveKey.z85))
         XCTAssertNil(PortKeyPair(publicKey: "short", secretKey: "short"))
-        XCTAssertThrowsError(try RemotePort(PortAddress(rawValue: "tcp://127.0.0.1:1")!, curveServerKey: "not a key"))
+        XCTAssertThrowsError(try RemotePort(PortAddress(rawValue: "tcp://127.0.0.1:1")!, curveServerKey: "not a key")) {
+            guard case .invalidKey = $0 as? PortError else { return XCTFail("a bad key is not a bad address: \($0)") }
+        }
     }
 }

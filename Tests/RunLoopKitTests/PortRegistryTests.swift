@@ -14,7 +14,6 @@ final class PortRegistryTests: XCTestCase {
         XCTAssertTrue(entry.isAlive)
         XCTAssertEqual(entry.ownerPID, getpid())
         XCTAssertEqual(entry.address, port.remote.address)
-        XCTAssertFalse(entry.isReplyPort)
         XCTAssertEqual(try PortRegistry.registration(named: name), entry)
         port.invalidate()
         XCTAssertNil(try PortRegistry.registration(named: name), "a name given back leaves no lock file")
@@ -36,12 +35,5 @@ final class PortRegistryTests: XCTestCase {
         XCTAssertThrowsError(try PortRegistry.registration(named: "../escape")) {
             guard case .invalidName = $0 as? PortError else { return XCTFail("\($0)") }
         }
-    }
-
-    func testAThreadsPrivateReplyPortIsMarkedAsSuch() throws {
-        let name = "\(PortRegistry.replyPortPrefix)\(getpid()).test-\(UInt32.random(in: 0...UInt32.max))"
-        let port = try LocalPort(name: name)
-        XCTAssertEqual(try PortRegistry.registration(named: name)?.isReplyPort, true)
-        port.invalidate()
     }
 }

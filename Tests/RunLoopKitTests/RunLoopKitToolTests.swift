@@ -37,37 +37,12 @@ final class RunLoopKitToolTests: XCTestCase {
         }
     }
 
-    private struct ToolRun {
-        let status: Int32
-        let stdout: String
-        let stderr: String
-        let pid: Int32
-
-        var json: [String: Any]? {
-            (try? JSONSerialization.jsonObject(with: Data(stdout.utf8))) as? [String: Any]
-        }
-        var stderrLines: [Substring] { stderr.split(separator: "\n") }
-    }
+    private typealias ToolRun = ExecutableRun
 
     private func runTool(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> ToolRun {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try builtExecutable("runloopkit", file: file, line: line))
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["RUNLOOPKIT_RUNTIME_DIR"] = try RuntimeDirectory.path() // the directory this process uses
-        process.environment = environment
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
-        // Both outputs are small; reading to the end waits for the tool to close them (exit).
-        let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        waitOrFail(exited, seconds: 60, "runloopkit \(arguments) to exit", file: file, line: line)
-        return ToolRun(status: process.terminationStatus, stdout: stdout, stderr: stderr, pid: process.processIdentifier)
+        // The runtime directory this process uses.
+        try runBuiltExecutable("runloopkit", arguments, environment: ["RUNLOOPKIT_RUNTIME_DIR": try RuntimeDirectory.path()],
+                               file: file, line: line)
     }
 
     // MARK: - ports
@@ -127,9 +102,10 @@ final class RunLoopKitToolTests: XCTestCase {
 
     // MARK: - request
 
-    func testRequestPrintsTheReplyAndLeavesNoReplyPortNameBehind() throws {
+    func testRequestPrintsTheReplyAndLeavesNoNameBehind() throws {
         let server = EchoServer()
         defer { server.stop() }
+        let namesBefore = try PortRegistry.registeredNames().map(\.name)
         let text = try runTool(["request", server.name, "--id", "7", "--data", "hello"])
         XCTAssertEqual(text.status, 0, text.stderr)
         XCTAssertEqual(text.stdout, "echo: hello\n")
@@ -142,11 +118,9 @@ final class RunLoopKitToolTests: XCTestCase {
         XCTAssertEqual((reply["components"] as? [[String: Any]])?.first?["data"] as? String, "echo: again")
         XCTAssertNotNil(json.json?["roundTripMicroseconds"] as? Double)
 
-        // The tool's private reply port was registered for the reply and given back.
-        let leftovers = try PortRegistry.registeredNames().filter {
-            $0.name.hasPrefix("\(PortRegistry.replyPortPrefix)\(text.pid).") || $0.name.hasPrefix("\(PortRegistry.replyPortPrefix)\(json.pid).")
-        }
-        XCTAssertEqual(leftovers, [])
+        // The replies came back over the requests' connections: the tool named nothing.
+        XCTAssertEqual(try PortRegistry.registeredNames().filter { [text.pid, json.pid].contains($0.ownerPID ?? 0) }, [])
+        XCTAssertEqual(Set(try PortRegistry.registeredNames().map(\.name)).subtracting(namesBefore), [])
     }
 
     // MARK: - ping

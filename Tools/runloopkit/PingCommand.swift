@@ -22,7 +22,7 @@ struct PingCommand: ToolCommand {
     @Option(help: "The id of each request.")
     var id: Int32 = 0
 
-    @Option(help: "Round trips made first and not measured (connections and the reply port are set up then).")
+    @Option(help: "Round trips made first and not measured (the connection is set up then).")
     var warmup = 1
 
     @OptionGroup var timeout: TimeoutOption

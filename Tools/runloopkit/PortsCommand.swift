@@ -9,9 +9,6 @@ struct PortsCommand: ToolCommand {
         discussion: "A dead name's owner exited without giving it back; the next port to register it takes it over."
     )
 
-    @Flag(help: "Include threads' private reply ports (runloopkit-reply.*).")
-    var all = false
-
     @OptionGroup var output: OutputOptions
 
     struct Entry: Encodable {
@@ -31,7 +28,7 @@ struct PortsCommand: ToolCommand {
         let names: [RegisteredPortName]
         do {
             directory = try PortRegistry.runtimeDirectory()
-            names = try PortRegistry.registeredNames().filter { all || !$0.isReplyPort }
+            names = try PortRegistry.registeredNames()
         } catch {
             throw ToolFailure(.failure, "cannot read the runtime directory: \(error)")
         }

@@ -25,7 +25,7 @@ extension ToolFailure {
             return ToolFailure(.timeout, "timed out: no reply from '\(target)'\(within)")
         case .nameNotFound(let name):
             return ToolFailure(.unknownName, "unknown port name '\(name)'")
-        case .invalidName, .invalidAddress:
+        case .invalidName, .invalidAddress, .invalidKey:
             return ToolFailure(.usage, "\(error)")
         default:
             return ToolFailure(.failure, "\(target): \(error)")

@@ -1,9 +1,9 @@
 import Glibc
 
 /// The per-process thread behind `RemotePort.request`: it sends the requests, receives
-/// every reply on one reply port of its own, matches replies to requests by correlation id
-/// and times them out with timers, so any number of requests wait at once and no thread
-/// is held per request (least of all one of the cooperative pool's).
+/// their replies over the connections they went out on, matches replies to requests by
+/// correlation id and times them out with timers, so any number of requests wait at once
+/// and no thread is held per request (least of all one of the cooperative pool's).
 ///
 /// A send usually completes at once; one whose peer does not take it (absent, or at its
 /// high-water mark) holds this thread for up to its send timeout, delaying the other
@@ -14,7 +14,7 @@ import Glibc
 ///
 /// Thread safety: `start` and `forget` from any thread; everything else runs on the
 /// requester's thread.
-final class AsyncRequester: @unchecked Sendable {
+final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
     /// Every async request's requester; the error if its thread could not be started.
     static let shared = Result { () throws(WorkerError) -> AsyncRequester in
         try AsyncRequester(worker: WorkerThread(name: "rlk-requester"))
@@ -23,11 +23,16 @@ final class AsyncRequester: @unchecked Sendable {
     let worker: WorkerThread
 
     // Requester thread only.
-    private var replyPort: LocalPort?
     private var inFlight: [UInt64: RequestExchange] = [:]
-    private var lastID: UInt64 = 0
 
-    private init(worker: WorkerThread) { self.worker = worker }
+    /// Replies are serviced in the requester's default mode, beside its timers and performs.
+    var replyMode: LoopMode { .default }
+
+    private init(worker: WorkerThread) throws(WorkerError) {
+        self.worker = worker
+        // The first job on the worker, so before any request it sends.
+        try worker.async { [self] in ThreadPortState.current.replyReceiver = self }
+    }
 
     /// Hands a request to the requester's thread, which sends it.
     func start(_ exchange: RequestExchange) {
@@ -42,67 +47,51 @@ final class AsyncRequester: @unchecked Sendable {
     /// is dropped as late) and invalidates its timer.
     func forget(_ exchange: RequestExchange) {
         _ = try? worker.async { [self] in
-            guard let id = exchange.correlationID else { return } // not sent: never will be
-            inFlight[id] = nil
+            // Not sent (never will be), or settled already by its reply or its timeout.
+            guard let id = exchange.correlationID, inFlight.removeValue(forKey: id) != nil else { return }
             exchange.timer?.invalidate()
+            exchange.connection?.replySettled()
         }
     }
 
     /// How many requests wait for a reply (for tests).
     var waitingCount: Int { (try? worker.sync { [self] in inFlight.count }) ?? 0 }
 
-    /// The reply port's statistics (for tests).
-    var replyStatistics: PortStatistics? { try? worker.sync { [self] in replyPort?.statistics } }
+    /// Replies dropped as late on the requester's thread (for tests).
+    var lateReplies: Int {
+        (try? worker.sync { [worker] in worker.loop.instruments.counters.messagesDropped[.lateReply] ?? 0 }) ?? 0
+    }
 
     // MARK: - Requester thread
 
     private func send(_ exchange: RequestExchange) {
         guard !exchange.isFinished else { return } // cancelled before its turn: never sent
+        let (id, connection): (UInt64, PortConnection)
         do {
-            var request = exchange.message
-            request.replyPort = try replyAddress(for: exchange.target)
-            lastID &+= 1
-            let id = lastID
-            try ThreadPortState.current.send(PortEnvelope(.request, request, correlationID: id),
-                                             to: exchange.target, before: .after(exchange.sendTimeout))
-            // Cancelled while sending: nothing waits, and its reply will be dropped as late.
-            guard !exchange.isFinished else { return }
-            exchange.correlationID = id
-            inFlight[id] = exchange
-            let timer = LoopTimer(after: exchange.receiveTimeout) { [unowned self] _ in
-                inFlight[id] = nil
-                exchange.finish(.failure(RunLoopKitLog.timedOut(.receiveTimedOut(exchange.target.address))))
-            }
-            exchange.timer = timer
-            ThreadRunLoop.current.add(timer, to: .default)
+            (id, connection) = try ThreadPortState.current.sendRequest(exchange.message, to: exchange.target,
+                                                                      before: .after(exchange.sendTimeout))
         } catch {
             exchange.finish(.failure(error))
-        }
-    }
-
-    private func received(_ reply: LoopMessage, for id: UInt64) {
-        guard let exchange = inFlight.removeValue(forKey: id) else {
-            replyPort?.drop(.lateReply, "late or unknown reply, correlation id \(id)")
             return
         }
-        exchange.timer?.invalidate()
-        if !exchange.finish(.success(reply)) {
-            replyPort?.drop(.lateReply, "the request was cancelled, correlation id \(id)")
+        // Cancelled while sending: nothing waits, and its reply will be dropped as late.
+        guard !exchange.isFinished else { return connection.replySettled() }
+        exchange.correlationID = id
+        exchange.connection = connection
+        inFlight[id] = exchange
+        let timer = LoopTimer(after: exchange.receiveTimeout) { [unowned self] _ in
+            inFlight[id] = nil
+            connection.replySettled()
+            exchange.finish(.failure(RunLoopKitLog.timedOut(.receiveTimedOut(exchange.target.address))))
         }
+        exchange.timer = timer
+        ThreadRunLoop.current.add(timer, to: .default)
     }
 
-    /// The reply port, created on first use; its replies go to `received`.
-    private func port() throws(PortError) -> LocalPort {
-        if let replyPort { return replyPort }
-        let port = try LocalPort()
-        port.replyHandler = { [unowned self] id, reply in received(reply, for: id) }
-        ThreadRunLoop.current.add(port, to: .default)
-        replyPort = port
-        return port
-    }
-
-    /// Where the target replies (see `LocalPort.replyAddress(toward:privateName:)`).
-    private func replyAddress(for target: RemotePort) throws(PortError) -> RemotePort {
-        try port().replyAddress(toward: target) { "runloopkit-reply.\(getpid()).async" }
+    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+        guard let exchange = inFlight.removeValue(forKey: id) else { return false }
+        exchange.timer?.invalidate()
+        exchange.connection?.replySettled()
+        return exchange.finish(.success(reply)) // false: cancelled meanwhile, so the reply came late
     }
 }

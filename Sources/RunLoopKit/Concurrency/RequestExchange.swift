@@ -4,7 +4,7 @@
 /// cancellation (on the cancelling thread, at once, whatever the requester is doing).
 ///
 /// Thread safety: `install`, `finish`, `cancel` and `isFinished` from any thread;
-/// `correlationID` and `timer` on the requester's thread only.
+/// `correlationID`, `timer` and `connection` on the requester's thread only.
 final class RequestExchange: @unchecked Sendable {
     private enum State {
         case starting
@@ -24,6 +24,8 @@ final class RequestExchange: @unchecked Sendable {
     // Requester thread only: set once the request is sent.
     var correlationID: UInt64?
     var timer: LoopTimer?
+    /// The connection the request went out on, whose reply it awaits.
+    var connection: PortConnection?
 
     init(message: LoopMessage, target: RemotePort, sendTimeout: Duration, receiveTimeout: Duration) {
         self.message = message

@@ -4,7 +4,7 @@ extension LocalPort {
     /// Drops a message for `reason`; `detail` is built only if `.debug` is enabled.
     /// Owner thread (where the port's messages are delivered).
     func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {
-        if reason == .replyNotSent {
+        if reason == .replyNotSent || reason == .requesterGone {
             statistics.countFailedReply()
         } else {
             statistics.countDropped()

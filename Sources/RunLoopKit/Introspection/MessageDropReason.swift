@@ -13,9 +13,12 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
     case noHandler
     /// A reply came for a request nobody waits for any more (it timed out, or is unknown).
     case lateReply
-    /// A handler's reply could not be sent: the request had no reply port, or the
-    /// requester did not take the reply in time.
+    /// A handler's reply could not be sent: the requester's connection holds as many
+    /// replies as it may (`ZMQ_SNDHWM`) because the requester does not read them.
     case replyNotSent
+    /// A handler's reply had nowhere to go: the requester's connection closed (it exited,
+    /// was killed, or gave up) before the reply was ready. Dropped at once, never waited on.
+    case requesterGone
 
     public var description: String { rawValue }
 
@@ -37,6 +40,7 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
         case .noHandler: 3
         case .lateReply: 4
         case .replyNotSent: 5
+        case .requesterGone: 6
         }
     }
 }

@@ -2,7 +2,7 @@
 /// known to hold a message. Loop thread only.
 ///
 /// A port is registered in the poll set while it is in at least one mode. It is queued as
-/// ready when it is added with a message waiting (`ZMQ_EVENTS`), when its descriptor fires
+/// ready when it is added, when its descriptor fires
 /// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
 /// after each message it delivers; it leaves the queue when a receive finds it drained.
 /// A port queued for another mode stays there, without waking the loop again, until a run
@@ -47,7 +47,12 @@ struct PortSourceTable {
         try poller.register(port.pollDescriptor, token: entry.token)
         byPort[id] = entry
         byToken[entry.token] = entry
-        queueIfPending(entry) // a burst may have arrived before the port was added
+        // A burst may have arrived before the port was added, with no signal left on its
+        // descriptor: it is queued, and the pass's receive finds out. Not `ZMQ_EVENTS`:
+        // processing the socket's commands first could process a peer's disconnect before
+        // the reply it sent just before, and libzmq drops what a connecting socket's
+        // closed connection still held.
+        enqueue(entry)
     }
 
     /// Counts one mode less for `port`, leaving the poll set when it is in none.
@@ -101,18 +106,13 @@ struct PortSourceTable {
     /// Whether `port` holds a message, for a snapshot. Asking `ZMQ_EVENTS` may consume the
     /// descriptor's wake-up, so a port found holding one is queued as ready.
     mutating func checkPending(_ port: any PortSourceDriver) -> Bool {
-        guard let entry = byPort[ObjectIdentifier(port)] else { return false }
-        queueIfPending(entry)
-        return entry.isQueued
+        guard let entry = byPort[ObjectIdentifier(port)], entry.port.hasPendingMessage() else { return false }
+        enqueue(entry)
+        return true
     }
 
     /// Every registered port, for teardown.
     var allPorts: [any PortSourceDriver] { byPort.values.map(\.port) }
-
-    private mutating func queueIfPending(_ entry: Entry) {
-        guard !entry.isQueued, entry.port.hasPendingMessage() else { return }
-        enqueue(entry)
-    }
 
     private mutating func enqueue(_ entry: Entry) {
         guard !entry.isQueued else { return }

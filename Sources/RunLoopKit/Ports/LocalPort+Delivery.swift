@@ -21,7 +21,13 @@ extension LocalPort: PortSourceDriver {
         do {
             guard let received = try socket.receive(dontWait: true, { frames in
                 Result { () throws(WireFormatError) in
-                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &cache)
+                    // A ROUTER socket puts the sender's routing id first.
+                    guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
+                    var envelope = try WireCodec.decode(frames: body, limits: .default, replyAddresses: &cache)
+                    if envelope.kind == .request {
+                        envelope.returnPath = ReturnPath(routingID: [UInt8](routingID), hasDelimiter: hasDelimiter)
+                    }
+                    return envelope
                 }
             }) else { return .empty }
             decoded = received
@@ -54,13 +60,10 @@ extension LocalPort: PortSourceDriver {
             // The reply carries the request's id whatever the handler put in it (wire format).
             var reply = answer ?? LoopMessage(id: message.id)
             reply.id = message.id
-            sendReply(reply, to: message.replyPort, correlationID: envelope.correlationID)
+            sendReply(PortEnvelope(.reply, reply, correlationID: envelope.correlationID), via: envelope.returnPath)
         case .reply:
-            if let replyHandler {
-                replyHandler(envelope.correlationID, message)
-            } else {
-                _ = handle(message)
-            }
+            // Replies come back on the requester's own connection (`PortConnection`), never to a port.
+            drop(.lateReply, "a reply sent to a port, correlation id \(envelope.correlationID)")
         }
     }
 
@@ -82,16 +85,17 @@ extension LocalPort: PortSourceDriver {
         }
     }
 
-    /// How long a handler's reply may wait for the requester to take it.
-    static let replySendTimeout = Duration.seconds(1)
-
-    private func sendReply(_ reply: LoopMessage, to replyPort: RemotePort?, correlationID: UInt64) {
-        guard let replyPort else {
-            return drop(.replyNotSent, "the request had no reply port")
-        }
+    /// Sends a reply back over the connection its request came in on, without waiting: a
+    /// requester that is gone, or that does not read its replies, costs it its reply, never
+    /// the loop its time.
+    private func sendReply(_ reply: PortEnvelope, via returnPath: ReturnPath?) {
+        guard let socket, let returnPath else { return drop(.replyNotSent, "the port is closed") }
         do {
-            try ThreadPortState.current.send(PortEnvelope(.reply, reply, correlationID: correlationID),
-                                             to: replyPort, before: .after(LocalPort.replySendTimeout))
+            guard try socket.send(reply, dontWait: true, via: returnPath) else {
+                return drop(.replyNotSent, "the requester's connection is full: it does not read its replies")
+            }
+        } catch where error.code == .hostUnreachable {
+            drop(.requesterGone, "the requester's connection closed, correlation id \(reply.correlationID)")
         } catch {
             drop(.replyNotSent, "\(error)")
         }

@@ -3,8 +3,9 @@ import Logging
 import Synchronization
 
 /// A port that receives (`NSMachPort`, `NSMessagePort`, a local `CFMessagePort`): a ZeroMQ
-/// PULL socket owned by the thread that created it, serviced by that thread's run loop as a
-/// port-based input source once added to it.
+/// ROUTER socket owned by the thread that created it, serviced by that thread's run loop as
+/// a port-based input source once added to it. It answers each request over the connection
+/// the request came in on, so it holds nothing per requester once the requester is gone.
 ///
 /// The object itself may be passed to other threads, which send to it with `send` (or
 /// through `remote`); only the owner thread receives. Named ports are found by name from
@@ -41,12 +42,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
     var socket: ZMQSocket?
     private(set) var registration: PortDirectory.Registration?
     private(set) var tcpAddresses: [PortAddress] = []
-    /// For a reply port: the tcp address bound for each tcp target replied from (see
-    /// `replyAddress(toward:privateName:)`), so the route is looked up once per target.
-    var tcpReplyAddresses: [PortAddress: PortAddress] = [:]
-    /// Where replies (kind 2) go, for the private reply port of request/reply.
-    var replyHandler: ((UInt64, LoopMessage) -> Void)?
-    /// The reply address of the last request, validated (see `ReplyAddressCache`). Only
+    /// The reply address of the last message, validated (see `ReplyAddressCache`). Only
     /// the decoder uses it, with nothing else running, so its exclusivity check is off.
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache()
 
@@ -73,7 +69,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         owner = pthread_self()
         self.handler = handler
         do {
-            let socket = try ZMQSocket(type: .pull)
+            let socket = try ZMQSocket(type: .router)
+            // A reply to a requester that is gone fails at once instead of vanishing.
+            try socket.setOption(.routerMandatory, true)
             try socket.setOption(.maxMessageSize, Int64(WireLimits.default.maxFrameBytes))
             try socket.setOption(.receiveHighWaterMark, receiveHighWaterMark)
             try socket.bind(inProcessAddress.rawValue)
@@ -111,7 +109,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
 
     /// Makes the port a CURVE server (`ZMQ_CURVE_SERVER`): from now on its tcp and ipc
     /// peers must know `keys.publicKey` (see `RemotePort(_:curveServerKey:)`), and their
-    /// traffic is encrypted; others cannot connect. Senders in this process are unaffected
+    /// traffic is encrypted both ways, replies included; others cannot connect. Senders in this process are unaffected
     /// (they reach the port over inproc). Must be called before the port is named or bound
     /// to tcp, since CURVE applies to the socket's later endpoints only.
     public func requireCurve(_ keys: PortKeyPair) throws(PortError) {
@@ -206,7 +204,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         registeredName.withLock { $0 = nil }
         handler = nil
         handlerErrorHandler = nil
-        replyHandler = nil
     }
 
     public var description: String {

@@ -22,8 +22,9 @@ final class NameLock {
             guard fd >= 0 else { throw .system(SystemCallError(call: "open(\(path))", errno: errno)) }
             if clinux_ofd_lock(fd, 1, 0, nil) != 0 {
                 let code = errno
+                let holder = NameLock.writtenPID(fd)
                 close(fd)
-                if code == EAGAIN || code == EACCES { throw .nameInUse(name) }
+                if code == EAGAIN || code == EACCES { throw .nameInUse(name, holder: holder) }
                 throw .system(SystemCallError(call: "fcntl(F_OFD_SETLK, \(path))", errno: code))
             }
             if NameLock.stillNamesFile(path: path, fd: fd) {
@@ -31,7 +32,7 @@ final class NameLock {
                 break
             }
             close(fd) // unlinked by its previous owner between our open and flock
-            if attempts > 100 { throw .nameInUse(name) }
+            if attempts > 100 { throw .nameInUse(name, holder: nil) }
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
@@ -51,10 +52,15 @@ final class NameLock {
         defer { close(fd) }
         var held: Int32 = 0
         guard clinux_ofd_lock(fd, 1, 1, &held) == 0, held != 0 else { return nil }
+        return writtenPID(fd) ?? -1 // -1: alive, pid not yet written
+    }
+
+    /// The pid its holder wrote into the lock file open at `fd`, if it has yet.
+    private static func writtenPID(_ fd: Int32) -> pid_t? {
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 31, 0) }
         let digits = buffer.prefix(max(count, 0)).prefix { $0 >= 0x30 && $0 <= 0x39 }
-        return pid_t(String(decoding: digits, as: UTF8.self)) ?? -1 // -1: alive, pid not yet written
+        return pid_t(String(decoding: digits, as: UTF8.self))
     }
 
     private static func stillNamesFile(path: String, fd: Int32) -> Bool {

@@ -14,6 +14,11 @@ final class PortDirectory: @unchecked Sendable {
     private var aliases: [PortAddress: PortAddress] = [:] // ipc/tcp → inproc; protected by lock
     /// The inproc addresses of this process's open ports; protected by lock.
     private var live: Set<PortAddress> = []
+    /// The files of the names this process holds, removed at a normal exit (see
+    /// `removeNamesAtExit`); protected by lock.
+    private var heldFiles: [String: (socket: String, lock: String)] = [:]
+    /// Whether the exit handler is installed; protected by lock.
+    private var exitHandlerInstalled = false
 
     /// A name held by one of this process's ports.
     struct Registration {
@@ -43,6 +48,22 @@ final class PortDirectory: @unchecked Sendable {
         lock.withLock {
             names[registration.name] = inProcess
             aliases[registration.ipcAddress] = inProcess
+            heldFiles[registration.name] = (registration.socketPath, registration.nameLock.path)
+            if !exitHandlerInstalled {
+                exitHandlerInstalled = true
+                atexit { PortDirectory.shared.removeNamesAtExit() }
+            }
+        }
+    }
+
+    /// At a normal exit (`exit`, or returning from `main`): removes the socket and lock
+    /// files of the names still held, since ports whose threads never tore them down (the
+    /// main thread's, whose thread-exit destructors never run) would otherwise leave them.
+    /// A killed process leaves its names, which the next registration reclaims.
+    private func removeNamesAtExit() {
+        for (socketPath, lockPath) in lock.withLock({ heldFiles.values }) {
+            unlink(socketPath)
+            unlink(lockPath)
         }
     }
 
@@ -51,6 +72,7 @@ final class PortDirectory: @unchecked Sendable {
         lock.withLock {
             names[registration.name] = nil
             aliases[registration.ipcAddress] = nil
+            heldFiles[registration.name] = nil
         }
         unlink(registration.socketPath)
         registration.nameLock.release()

@@ -11,7 +11,7 @@ public final class PortStatistics: Sendable {
     public var messagesReceived: Int { received.load(ordering: .relaxed) }
     /// Messages dropped because they were malformed (see the log for each reason).
     public var messagesDropped: Int { dropped.load(ordering: .relaxed) }
-    /// Replies that could not be sent back (no reply address, or the requester did not take it).
+    /// Replies that could not be sent back (the requester was gone, or did not read its replies).
     public var repliesFailed: Int { failedReplies.load(ordering: .relaxed) }
 
     /// Errors thrown by the port's handler (each reported; the loop went on).

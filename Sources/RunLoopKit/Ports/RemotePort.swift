@@ -13,10 +13,12 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// A port that requires CURVE: messages to it are encrypted, and only reach it because
-    /// `curveServerKey` is its public key. Throws `invalidAddress` for a key that is not 40
-    /// characters of Z85.
+    /// `curveServerKey` is its public key; its replies come back encrypted too. Throws
+    /// `invalidKey` for a key that is not 40 characters of Z85.
     public init(_ address: PortAddress, curveServerKey: String) throws(PortError) {
-        guard ZMQCurveKey(z85: curveServerKey) != nil else { throw .invalidAddress("CURVE key of \(address)") }
+        guard ZMQCurveKey(z85: curveServerKey) != nil else {
+            throw .invalidKey("the server key of \(address) is not 40 characters of Z85")
+        }
         self.address = address
         self.curveServerKey = curveServerKey
     }

@@ -1,32 +1,33 @@
 import Glibc
 
-/// What ports keep per thread: the PUSH sockets this thread sends with (one per
-/// destination) and its private reply port for request/reply.
+/// What ports keep per thread: its connections to the ports it sends to (one DEALER
+/// socket per destination, `PortConnection`), and where the replies to its requests go.
 ///
 /// A ZeroMQ socket never moves between threads, so each thread sends through sockets of
-/// its own, created on first use and closed (with the context's bounded linger) when the
-/// thread exits. Thread-local: only ever touched by its own thread.
+/// its own, created on first use. They are bounded: at most `maxConnections` per thread
+/// (the least recently used idle one is closed to make room), and one unused for
+/// `idleLimit` is closed when the thread next opens a connection; all close (with the
+/// context's bounded linger) when the thread exits. A connection with a reply still
+/// awaited is never closed before it is settled.
+///
+/// Thread-local: only ever touched by its own thread.
 final class ThreadPortState {
-    /// The PUSH socket to one destination, and the address it is connected to.
-    private final class Sender {
-        let destination: RemotePort
-        let socket: ZMQSocket
-        /// The in-process alias of a named or tcp-bound port of this process, else `destination`'s address.
-        let target: PortAddress
-
-        init(destination: RemotePort, socket: ZMQSocket, target: PortAddress) {
-            self.destination = destination
-            self.socket = socket
-            self.target = target
-        }
-    }
-
-    private var senders: [RemotePort: Sender] = [:]
-    /// The last destination's sender: a thread mostly sends to one port at a time, and
+    private var connections: [RemotePort: PortConnection] = [:]
+    /// The last destination's connection: a thread mostly sends to one port at a time, and
     /// this spares the dictionary's hashing on every send.
-    private var last: Sender?
-    /// The private reply port, created by the first request this thread makes.
-    var replyPort: ReplyPort?
+    private var last: PortConnection?
+    /// The correlation id of this thread's last request.
+    private var lastCorrelationID: UInt64 = 0
+    /// When idle connections are next looked for.
+    private var nextSweep = Deadline.now()
+    /// Where the replies to this thread's requests go: `sendRequest`'s waiting list unless
+    /// the thread serves requests of its own kind (`AsyncRequester`).
+    var replyReceiver: any ReplyReceiver = PendingReplies()
+
+    /// The most connections a thread keeps open.
+    var maxConnections = 64
+    /// How long an unused connection stays open.
+    var idleLimit = Duration.seconds(30)
 
     /// The calling thread's state, created on first use.
     static var current: ThreadPortState {
@@ -43,74 +44,149 @@ final class ThreadPortState {
         let rc = pthread_key_create(&key) { pointer in
             guard let pointer else { return }
             let state = Unmanaged<ThreadPortState>.fromOpaque(pointer).takeRetainedValue()
-            state.replyPort?.port.invalidate()
-            state.last = nil
-            state.senders.removeAll() // closes this thread's sockets, on this thread
+            state.closeAll() // on this thread, where the sockets belong
         }
         precondition(rc == 0, "pthread_key_create failed: \(rc)")
         return key
     }()
 
-    /// Sends a message to `destination`, waiting until `deadline` for the peer to
-    /// take it; throws `PortError.sendTimedOut` if it does not, or `remoteInvalid` as soon
-    /// as an in-process port is known to be closed. Nothing is queued for a peer that is
-    /// not there (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
-    func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) {
-        let address = destination.address
-        let sender = try sender(for: destination)
-        let socket = sender.socket
-        let target = sender.target
-        try portOperation {
-            if try socket.send(envelope, dontWait: true) { return }
-            while true {
-                if target.isInProcess && !PortDirectory.shared.isOpen(target) {
-                    senders[destination] = nil
-                    last = nil
-                    throw PortError.remoteInvalid(address)
-                }
-                let now = Deadline.now()
-                guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
-                _ = try socket.poll(for: .pollOut, timeout: min(deadline - now, ThreadPortState.livenessCheckInterval))
-                if try socket.send(envelope, dontWait: true) { return }
+    /// The number of open connections (for tests and introspection).
+    var connectionCount: Int { connections.count }
+
+    // MARK: - Sending
+
+    /// Sends a message to `destination`, waiting until `deadline` for the peer to take it;
+    /// throws `PortError.sendTimedOut` if it does not, `remoteInvalid` as soon as an
+    /// in-process port is known to be closed, or `authenticationFailed` as soon as the
+    /// security handshake fails. Nothing is queued for a peer that is not there
+    /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
+    @discardableResult
+    func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
+        let connection = try connection(to: destination)
+        if try transport({ () throws(ZMQError) in try connection.socket.send(envelope, dontWait: true) }) {
+            return connection
+        }
+        try waitAndSend(envelope, on: connection, before: deadline)
+        return connection
+    }
+
+    /// Sends a request to `destination` (as `send` does) with a fresh correlation id; the
+    /// connection then waits for its reply in `replyReceiver`'s mode until the caller
+    /// settles it (`PortConnection.replySettled()`).
+    func sendRequest(_ message: LoopMessage, to destination: RemotePort,
+                     before deadline: Deadline) throws(PortError) -> (correlationID: UInt64, connection: PortConnection) {
+        lastCorrelationID &+= 1
+        let id = lastCorrelationID
+        let connection = try send(PortEnvelope(.request, message, correlationID: id), to: destination, before: deadline)
+        connection.awaitReply(in: replyReceiver.replyMode)
+        return (id, connection)
+    }
+
+    /// The slow path of `send`: the message could not be queued at once.
+    private func waitAndSend(_ envelope: PortEnvelope, on connection: PortConnection,
+                             before deadline: Deadline) throws(PortError) {
+        let address = connection.destination.address
+        var lastConnect: Deadline?
+        while true {
+            if connection.target.isInProcess && !PortDirectory.shared.isOpen(connection.target) {
+                close(connection)
+                throw PortError.remoteInvalid(address)
             }
+            switch try transport(connection.updateLink) {
+            case .refused(let failure) where lastConnect != nil:
+                throw .authenticationFailed(address, failure)
+            case .down, .refused:
+                let now = Deadline.now()
+                if lastConnect.map({ now - $0 >= PortConnection.retryInterval }) ?? true {
+                    try transport(connection.reconnect)
+                    lastConnect = now
+                }
+            case .connecting, .up:
+                break
+            }
+            let now = Deadline.now()
+            guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
+            let slice = min(deadline - now, ThreadPortState.livenessCheckInterval)
+            let sent = try transport { () throws(ZMQError) -> Bool in
+                if let monitor = connection.monitorSocket {
+                    _ = try ZMQSocket.poll([(connection.socket, .pollOut), (monitor, .pollIn)], timeout: slice)
+                } else {
+                    _ = try connection.socket.poll(for: .pollOut, timeout: slice)
+                }
+                return try connection.socket.send(envelope, dontWait: true)
+            }
+            if sent { return }
         }
     }
 
-    /// How often a blocked send to an in-process port checks that the port is still open.
+    /// How often a blocked send checks that an in-process port is still open, and that a
+    /// connection to another process is still being made.
     static let livenessCheckInterval = Duration.milliseconds(100)
 
     /// Messages queued per destination before sends wait (`ZMQ_SNDHWM`); together with the
     /// receiving port's `receiveHighWaterMark` this bounds what one sender has in flight.
     static let sendHighWaterMark: Int32 = 10_000
 
-    private func sender(for destination: RemotePort) throws(PortError) -> Sender {
+    // MARK: - Connections
+
+    private func connection(to destination: RemotePort) throws(PortError) -> PortConnection {
         if let last, last.destination == destination { return last }
-        if let sender = senders[destination] {
-            last = sender
-            return sender
+        let now = Deadline.now()
+        last?.lastUsed = now
+        if let connection = connections[destination] {
+            connection.lastUsed = now
+            last = connection
+            return connection
         }
+        makeRoom(now)
         // Within this process, reach a named or tcp-bound port over inproc.
         let target = PortDirectory.shared.inProcessAlias(of: destination.address) ?? destination.address
-        let socket: ZMQSocket
-        do {
-            socket = try ZMQSocket(type: .push)
-            try socket.setOption(.immediate, true)
-            try socket.setOption(.sendHighWaterMark, ThreadPortState.sendHighWaterMark)
-            if let serverKey = destination.curveServerKey.flatMap(ZMQCurveKey.init(z85:)), !target.isInProcess {
-                // A fresh client key pair per socket: the server admits whoever knows its key.
-                let client = try ZMQCurve.generateKeyPair()
-                try socket.setOption(.curveServerKey, serverKey)
-                try socket.setOption(.curvePublicKey, client.publicKey)
-                try socket.setOption(.curveSecretKey, client.secretKey)
-            }
-            if !target.isInProcess { try socket.connect(target.rawValue) }
-        } catch {
-            throw .transport(error)
-        }
-        if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
-        let sender = Sender(destination: destination, socket: socket, target: target)
-        senders[destination] = sender
-        last = sender
-        return sender
+        let connection = try PortConnection(to: destination, target: target, state: self)
+        connections[destination] = connection
+        last = connection
+        return connection
     }
+
+    /// Before a connection opens: closes those unused for `idleLimit` (looked for at most
+    /// every half of it), then, at `maxConnections`, the least recently used idle ones.
+    private func makeRoom(_ now: Deadline) {
+        if now >= nextSweep {
+            nextSweep = now + idleLimit / 2
+            for connection in connections.values where isIdle(connection) && now - connection.lastUsed >= idleLimit {
+                close(connection)
+            }
+        }
+        while connections.count >= maxConnections,
+              let oldest = connections.values.filter(isIdle).min(by: { $0.lastUsed < $1.lastUsed }) {
+            close(oldest)
+        }
+    }
+
+    /// Whether `connection` may be closed: no reply is awaited on it. (The thread is
+    /// between sends when it opens a connection, so none is in use.)
+    private func isIdle(_ connection: PortConnection) -> Bool {
+        connection.awaitedReplies == 0
+    }
+
+    private func close(_ connection: PortConnection) {
+        connection.leaveLoop()
+        connections[connection.destination] = nil
+        if last === connection { last = nil }
+    }
+
+    /// Closes every connection (at thread exit).
+    private func closeAll() {
+        last = nil
+        for connection in connections.values { connection.leaveLoop() }
+        connections.removeAll()
+    }
+}
+
+/// Where the replies to a thread's requests go: `sendRequest`'s waiting list, or the
+/// async requester's table.
+protocol ReplyReceiver: AnyObject {
+    /// The mode the thread's loop services its connections in while replies are awaited.
+    var replyMode: LoopMode { get }
+    /// A reply came for `correlationID`; false if nothing waits for it (it is then dropped as late).
+    func received(_ reply: LoopMessage, for correlationID: UInt64) -> Bool
 }

@@ -6,9 +6,6 @@ import Glibc
 ///
 /// Thread safety: every member may be used from any thread; each call reads the directory anew.
 public enum PortRegistry {
-    /// The prefix of the names of threads' private reply ports.
-    public static let replyPortPrefix = "runloopkit-reply."
-
     /// The runtime directory's path (`$RUNLOOPKIT_RUNTIME_DIR`, else
     /// `$XDG_RUNTIME_DIR/runloopkit`, else `/tmp/runloopkit-<uid>`), created if missing.
     public static func runtimeDirectory() throws(PortError) -> String {

@@ -16,8 +16,4 @@ public struct RegisteredPortName: Sendable, Hashable {
         self.ownerPID = ownerPID
         self.address = address
     }
-
-    /// Whether the name is a thread's private reply port (`runloopkit-reply.<pid>.<n>`),
-    /// registered by `RemotePort.sendRequest` for replies from other processes.
-    public var isReplyPort: Bool { name.hasPrefix(PortRegistry.replyPortPrefix) }
 }

@@ -14,7 +14,7 @@ extension RemotePort {
         let envelope = PortEnvelope(.message, message)
         try portOperation {
             let context = try ZMQContext(ioThreads: 1, maxSockets: 4)
-            let socket = try ZMQSocket(context: context, type: .push)
+            let socket = try ZMQSocket(context: context, type: .dealer)
             try socket.setOption(.immediate, true)
             try socket.connect(address.rawValue)
             while try !socket.send(envelope, dontWait: true) {

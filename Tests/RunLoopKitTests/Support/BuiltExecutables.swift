@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+@testable import RunLoopKit
 import XCTest
 
 /// The path of an executable of this package built next to the test bundle.
@@ -17,4 +19,45 @@ func builtExecutable(_ name: String, file: StaticString = #filePath, line: UInt 
         XCTFail("\(name) is not built next to the tests", file: file, line: line)
     }
     throw XCTSkip("\(name) is not built: run `swift build` first")
+}
+
+/// How a run of a built executable ended, and what it printed.
+struct ExecutableRun {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+    let pid: Int32
+
+    var json: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(stdout.utf8))) as? [String: Any]
+    }
+    var stderrLines: [Substring] { stderr.split(separator: "\n") }
+}
+
+/// Runs an executable of this package (see `builtExecutable`) to its exit, with
+/// `environment` added to this process's, and returns what it printed.
+func runBuiltExecutable(_ name: String, _ arguments: [String], environment: [String: String] = [:],
+                        file: StaticString = #filePath, line: UInt = #line) throws -> ExecutableRun {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: try builtExecutable(name, file: file, line: line))
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    let exited = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in exited.signal() }
+    try process.run()
+    // Reading to the end waits for the process to close its outputs (exit); stderr is read
+    // on another thread so that neither pipe fills while the other is read.
+    let stderrData = LockedValue(Data())
+    let stderrReader = TestThread { stderrData.withLock { $0 = errors.fileHandleForReading.readDataToEndOfFile() } }
+    let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    stderrReader.join()
+    try? output.fileHandleForReading.close()
+    try? errors.fileHandleForReading.close()
+    waitOrFail(exited, seconds: 120, "\(name) \(arguments) to exit", file: file, line: line)
+    return ExecutableRun(status: process.terminationStatus, stdout: stdout,
+                         stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self), pid: process.processIdentifier)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+@testable import RunLoopKit
 
 /// The process's threads, open descriptors and resident memory, from `/proc/self`.
 struct ProcessResources: CustomStringConvertible {
@@ -43,3 +44,25 @@ func currentThreadName() -> String {
 /// Whether a sanitizer's runtime is loaded: its allocator (ASan's quarantine of freed
 /// memory) and per-thread state make resident memory no measure of leaks.
 let runningUnderSanitizer = ["__asan_init", "__tsan_init"].contains { (name: String) in dlsym(nil, name) != nil }
+
+/// The process's open descriptors once they have come down to at most `limit`, or the
+/// count after `within` if they never do. libzmq closes a socket's descriptors on its
+/// reaper thread, a moment after the socket is closed, so a count right after the
+/// sockets' owners went can still include them: this waits for what the kernel says.
+func openDescriptors(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
+    let deadline = Deadline.after(within)
+    var count = ProcessResources.measure().descriptors
+    while count > limit && Deadline.now() < deadline {
+        var nap = timespec(tv_sec: 0, tv_nsec: 10_000_000)
+        nanosleep(&nap, nil)
+        count = ProcessResources.measure().descriptors
+    }
+    return count
+}
+
+/// The CPU time the whole process (every thread, libzmq's I/O threads included) used so far.
+func processCPUTime() -> Duration {
+    var now = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
+    return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+}

@@ -17,3 +17,27 @@ func makePushPull(context: ZMQContext = .shared) throws -> (push: ZMQSocket, pul
     try push.connect(endpoint)
     return (push, pull)
 }
+
+/// Waits (up to `limit`) until a ROUTER socket with `ZMQ_ROUTER_MANDATORY` knows that the
+/// peer with `routingID` is gone, as libzmq learns it: asynchronously, from a command its
+/// I/O thread posts to the socket. Each try processes the socket's commands (`events`)
+/// and sends an empty probe to the peer, which fails with `hostUnreachable` once libzmq
+/// has taken the connection down (a probe sent earlier goes to a connection that is
+/// closing, and is lost with it); between tries it sleeps in `poll(2)` on the socket's
+/// descriptor, which the next command wakes. True once the peer is unroutable.
+func waitUntilUnroutable(_ routingID: [UInt8], from router: ZMQSocket, limit: Duration = .seconds(10)) throws -> Bool {
+    let deadline = Deadline.after(limit)
+    let descriptor = try router.fileDescriptor
+    while Deadline.now() < deadline {
+        _ = try router.events
+        do {
+            let accepted = try routingID.withUnsafeBytes { id throws(ZMQError) in try router.sendFrame(id, more: true, dontWait: true) }
+            if accepted { _ = try [UInt8]().withUnsafeBytes { empty throws(ZMQError) in try router.sendFrame(empty, more: false, dontWait: true) } }
+        } catch let error as ZMQError where error.code == .hostUnreachable {
+            return true
+        }
+        var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        _ = poll(&entry, 1, 10)
+    }
+    return false
+}

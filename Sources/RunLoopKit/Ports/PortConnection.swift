@@ -1,0 +1,178 @@
+import Logging
+
+/// One thread's connection to one port: a DEALER socket connected to the port's ROUTER
+/// socket (`docs/wire-format.md`). The thread's messages and requests to the port go out
+/// on it, and the replies to its requests come back on it, over the same connection: the
+/// port needs no way back to the requester, and keeps nothing of it once it is gone.
+///
+/// While a request waits for its reply the connection is a port-based source of its
+/// thread's loop, in the mode its `ReplyReceiver` waits in.
+///
+/// A connection to another process or machine never reconnects by itself
+/// (`ZMQ_RECONNECT_IVL` -1), so a peer that is gone costs no CPU; a send that finds no
+/// connection to queue on connects again, at most every `retryInterval`, while it waits
+/// (see `ThreadPortState.send`). Its monitor tells "gone" from "full" and reports a failed
+/// security handshake.
+///
+/// Owned by its thread's `ThreadPortState`; thread-confined, like its socket.
+final class PortConnection: PortSourceDriver {
+    /// Where a connection to another process stands, as its monitor last told.
+    enum Link: Equatable {
+        /// A connection is being made (or libzmq has not reported on it yet).
+        case connecting
+        /// Connected, handshake done.
+        case up
+        /// Lost, or the last attempt failed: connect again before waiting on it.
+        case down
+        /// The security handshake failed.
+        case refused(ZMQHandshakeFailure)
+    }
+
+    let destination: RemotePort
+    /// The in-process alias of a named or tcp-bound port of this process, else `destination`'s address.
+    let target: PortAddress
+    let socket: ZMQSocket
+    let pollDescriptor: Int32
+    /// For a connection to another process: its monitor (released before the socket closes).
+    private var monitor: ZMQConnectionMonitor?
+    private(set) var link = Link.connecting
+    /// Requests sent on it whose replies are still awaited: it is not closed while any are.
+    private(set) var awaitedReplies = 0
+    /// When the thread last switched to or from it (see `ThreadPortState`'s idle sweep).
+    var lastUsed: Deadline
+    /// Where its replies go.
+    private unowned let state: ThreadPortState
+    /// The loop it is a source of, while it is.
+    private(set) weak var loop: ThreadRunLoop?
+
+    /// How often a waiting send connects again to a peer that is not there.
+    static let retryInterval = Duration.milliseconds(100)
+
+    init(to destination: RemotePort, target: PortAddress, state: ThreadPortState) throws(PortError) {
+        self.destination = destination
+        self.target = target
+        self.state = state
+        lastUsed = .now()
+        do {
+            socket = try ZMQSocket(type: .dealer)
+            try socket.setOption(.immediate, true)
+            try socket.setOption(.sendHighWaterMark, ThreadPortState.sendHighWaterMark)
+            try socket.setOption(.maxMessageSize, Int64(WireLimits.default.maxFrameBytes))
+            pollDescriptor = try socket.fileDescriptor
+            if !target.isInProcess {
+                try socket.setOption(.reconnectInterval, -1)
+                if let serverKey = destination.curveServerKey.flatMap(ZMQCurveKey.init(z85:)) {
+                    // A fresh client key pair per connection: the server admits whoever knows its key.
+                    let client = try ZMQCurve.generateKeyPair()
+                    try socket.setOption(.curveServerKey, serverKey)
+                    try socket.setOption(.curvePublicKey, client.publicKey)
+                    try socket.setOption(.curveSecretKey, client.secretKey)
+                }
+                monitor = try ZMQConnectionMonitor(watching: socket)
+                try socket.connect(target.rawValue)
+            }
+        } catch {
+            throw .transport(error)
+        }
+        if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
+    }
+
+    deinit {
+        monitor = nil // stops monitoring while the socket is still open
+    }
+
+    // MARK: - The link to another process
+
+    /// Reads what the monitor reported since last asked; returns the link as it now stands.
+    func updateLink() throws(ZMQError) -> Link {
+        guard let monitor else { return .up } // inproc: connected for as long as the port is open
+        while let event = try monitor.nextEvent() {
+            switch event {
+            case .connected: link = .up
+            case .disconnected: if case .refused = link {} else { link = .down }
+            case .handshakeFailed(let failure): link = .refused(failure)
+            }
+        }
+        return link
+    }
+
+    /// Connects again after the link went down or was refused.
+    func reconnect() throws(ZMQError) {
+        // libzmq forgets an endpoint whose connection ended, so the disconnect may find none.
+        do { try socket.disconnect(target.rawValue) } catch where error.code == .fileNotFound {}
+        try socket.connect(target.rawValue)
+        link = .connecting
+    }
+
+    /// The monitor's socket, to wait on beside the connection's own.
+    var monitorSocket: ZMQSocket? { monitor?.socket }
+
+    // MARK: - Replies
+
+    /// A request was sent on it: it becomes a source of the thread's loop in `mode`, if it
+    /// is not one already, and stays open until the reply is settled.
+    func awaitReply(in mode: LoopMode) {
+        awaitedReplies += 1
+        let current = ThreadRunLoop.current
+        guard loop !== current else { return }
+        loop = current
+        current.addItem(.port(self), binding: nil, to: mode)
+    }
+
+    /// The reply to one of its requests came, timed out or was given up.
+    func replySettled() {
+        awaitedReplies -= 1
+    }
+
+    /// Leaves its loop, before it closes.
+    func leaveLoop() {
+        loop?.removeEverywhere(.port(self))
+        loop = nil
+    }
+
+    func hasPendingMessage() -> Bool {
+        guard let events = try? socket.events else { return false }
+        return events.contains(.pollIn)
+    }
+
+    /// Receives one reply without blocking and hands it to the thread's `ReplyReceiver`.
+    func handleOneMessage() -> PortDelivery {
+        let decoded: Result<PortEnvelope, WireFormatError>
+        do {
+            var cache = ReplyAddressCache()
+            guard let received = try socket.receive(dontWait: true, { frames in
+                Result { () throws(WireFormatError) in
+                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &cache)
+                }
+            }) else { return .empty }
+            decoded = received
+        } catch {
+            drop(.receiveFailed, "\(error)")
+            return .dropped
+        }
+        switch decoded {
+        case .success(let envelope) where envelope.kind == .reply:
+            guard state.replyReceiver.received(envelope.message, for: envelope.correlationID) else {
+                drop(.lateReply, "late, repeated or unknown reply, correlation id \(envelope.correlationID)")
+                return .dropped
+            }
+            return .delivered
+        case .success(let envelope):
+            drop(.malformed, "a \(envelope.kind) where only replies come back")
+            return .dropped
+        case .failure(let error):
+            drop(MessageDropReason(rejecting: error), "\(error)")
+            return .dropped
+        }
+    }
+
+    func detachedFromLoop() { loop = nil }
+
+    /// Drops a message that came back on the connection: counted on the loop, logged at `.debug`.
+    private func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {
+        loop?.instruments.messageDropped(reason)
+        RunLoopKitLog.port.debug("message dropped", metadata: [
+            "connection": "\(destination)", "reason": "\(reason)", "detail": "\(detail())",
+        ])
+    }
+}

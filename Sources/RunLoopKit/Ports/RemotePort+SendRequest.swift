@@ -1,0 +1,33 @@
+/// Request and reply from a thread that waits for the reply (`CFMessagePortSendRequest`).
+extension RemotePort {
+    /// Sends a request and waits for its reply (`CFMessagePortSendRequest`): the remote
+    /// port's handler's return value, which comes back over the connection the request
+    /// went out on. While waiting, the calling thread's run loop runs in a private reply
+    /// mode only.
+    ///
+    /// Throws `sendTimedOut` if the remote does not take the request within `sendTimeout`,
+    /// `receiveTimedOut` if no reply comes within `receiveTimeout` after it was sent
+    /// (a vanished remote shows as one of these), `authenticationFailed` if a CURVE
+    /// handshake fails, or a transport error.
+    public func sendRequest(_ message: LoopMessage, sendTimeout: Duration = .seconds(5),
+                            receiveTimeout: Duration = .seconds(5)) throws(PortError) -> LoopMessage {
+        let state = ThreadPortState.current
+        guard let replies = state.replyReceiver as? PendingReplies else {
+            preconditionFailure("sendRequest on a thread that serves async requests")
+        }
+        let (id, connection) = try state.sendRequest(message, to: self, before: .after(sendTimeout))
+        replies.begin(id)
+        defer { connection.replySettled() }
+        let deadline = Deadline.after(receiveTimeout)
+        let loop = ThreadRunLoop.current
+        while true {
+            // The reply cannot have come yet: run first, then look.
+            _ = loop.run(mode: PendingReplies.mode, until: deadline, returnAfterSourceHandled: true)
+            if let reply = replies.take(id) { return reply }
+            guard Deadline.now() < deadline else {
+                replies.abandon(id)
+                throw RunLoopKitLog.timedOut(.receiveTimedOut(address))
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+@testable import RunLoopKit
+import XCTest
+
+/// The bookkeeping of `sendRequest`'s waiting list: which replies are waited for, and
+/// which are refused (and so dropped as late by the connection they came back on).
+final class PendingRepliesTests: XCTestCase {
+    func testAReplyIsTakenOnceForItsRequest() {
+        let replies = PendingReplies()
+        replies.begin(1)
+        XCTAssertNil(replies.take(1))
+        XCTAssertTrue(replies.received(LoopMessage(id: 1, text: "answer"), for: 1))
+        XCTAssertEqual(replies.take(1)?.text, "answer")
+        XCTAssertNil(replies.take(1))
+    }
+
+    func testASecondReplyToTheSameRequestIsRefusedAndTheFirstIsKept() {
+        let replies = PendingReplies()
+        replies.begin(7)
+        XCTAssertTrue(replies.received(LoopMessage(id: 1, text: "first"), for: 7))
+        XCTAssertFalse(replies.received(LoopMessage(id: 1, text: "second"), for: 7))
+        XCTAssertEqual(replies.take(7)?.text, "first")
+    }
+
+    func testAReplyToAnAbandonedOrUnknownRequestIsRefused() {
+        let replies = PendingReplies()
+        replies.begin(3)
+        replies.abandon(3)
+        XCTAssertFalse(replies.received(LoopMessage(id: 1), for: 3))
+        XCTAssertFalse(replies.received(LoopMessage(id: 1), for: 103))
+        XCTAssertNil(replies.take(3))
+    }
+
+    func testNestedRequestsEachGetTheirOwnReplyInAnyOrder() {
+        let replies = PendingReplies()
+        replies.begin(1)
+        replies.begin(2)
+        XCTAssertTrue(replies.received(LoopMessage(id: 1, text: "outer"), for: 1))
+        XCTAssertTrue(replies.received(LoopMessage(id: 2, text: "inner"), for: 2))
+        XCTAssertEqual(replies.take(2)?.text, "inner")
+        XCTAssertEqual(replies.take(1)?.text, "outer")
+    }
+}
