@@ -6,8 +6,10 @@ import Synchronization
 import XCTest
 
 /// Load: 8 threads and 2 processes exchange messages and request/replies through many
-/// ports while sender workers are stopped and started at random. Every accepted message
-/// must arrive exactly once and in its sender's order, and nothing may hang.
+/// ports while sender workers are stopped and started at random, short-lived requester
+/// threads come and go, and requester processes are killed mid-request. Every accepted
+/// message must arrive exactly once and in its sender's order, nothing may hang, and the
+/// process ends with the descriptors it started with.
 ///
 /// `RUNLOOPKIT_SOAK_SECONDS` sets the duration (default 20); `RUNLOOPKIT_SOAK_REPORT`
 /// names a file to write the figures to.
@@ -60,18 +62,43 @@ final class SoakTests: XCTestCase {
         }
     }
 
+    /// A named port on a worker answering requests; one whose text is "about to die" comes
+    /// from a requester process, which is killed before the answer goes back.
+    final class Server: @unchecked Sendable {
+        let name = "soak-server-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let worker: WorkerThread
+        let victim = LockedValue<pid_t>(0)
+        let answered = LockedValue(0)
+
+        init() throws {
+            let (name, victim, answered) = (name, victim, answered)
+            worker = try WorkerThread(name: "soak-server") {
+                let port = try! LocalPort(name: name) { request in
+                    let pid = victim.withLock { $0 }
+                    if request.text == "about to die" && pid > 0 { kill(pid, SIGKILL) }
+                    answered.withLock { $0 += 1 }
+                    return LoopMessage(id: request.id, text: "answer")
+                }
+                ThreadRunLoop.current.add(port, to: .default)
+            }
+        }
+    }
+
     /// A worker sending numbered messages to random hubs and requests to the processes
     /// until told to stop.
     final class Sender: @unchecked Sendable {
         let id: Int32
-        let worker: WorkerThread
+        /// Released once stopped: a stopped worker's loop keeps its poll set's descriptors
+        /// for as long as the `WorkerThread` is referenced.
+        private var worker: WorkerThread?
         let stopping = Atomic<Bool>(false)
         let accepted = LockedValue<[Int: Int]>([:]) // hub → messages it took from us
         let requests = LockedValue((answered: 0, failed: 0))
 
         init(id: Int32, hubs: [Hub], peers: [RemotePort]) throws {
             self.id = id
-            worker = try WorkerThread(name: "sender-\(id)")
+            let worker = try WorkerThread(name: "sender-\(id)")
+            self.worker = worker
             try worker.async { [self] in
                 var count = 0
                 while !stopping.load(ordering: .relaxed) {
@@ -93,7 +120,8 @@ final class SoakTests: XCTestCase {
 
         func stop() {
             stopping.store(true, ordering: .relaxed)
-            worker.stop()
+            worker?.stop()
+            worker = nil
         }
     }
 
@@ -101,7 +129,9 @@ final class SoakTests: XCTestCase {
         let environment = ProcessInfo.processInfo.environment
         let seconds = environment["RUNLOOPKIT_SOAK_SECONDS"].flatMap(Int.init) ?? 20
         let peerBinary = try builtExecutable("multiprocess-checkin")
+        let toolBinary = try builtExecutable("runloopkit")
         let loop = ThreadRunLoop.current
+        let cpuBefore = processCPUTime()
 
         // Two peer processes, checked in by name over ipc.
         let mainName = "soak-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -133,17 +163,48 @@ final class SoakTests: XCTestCase {
         var senders = try (0..<4).map { _ in try newSender() }
         var retired: [Sender] = []
         var churnError: Error?
+        // Every 100 ms a short-lived requester thread asks the server once; every 2 s a
+        // requester process is killed while its request is being answered.
+        let server = try Server()
+        let shortLived = LockedValue((answered: 0, failed: 0))
+        var requesterThreads: [TestThread] = []
+        var killed = 0
+        var ticks = 0
         let churn = LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { _ in
             let slot = Int.random(in: 0..<senders.count)
             senders[slot].stop()
             retired.append(senders[slot])
             do { senders[slot] = try newSender() } catch { churnError = error }
+
+            requesterThreads.removeAll { $0.join(); return true } // each had 100 ms, and 5 s at most
+            requesterThreads.append(TestThread { [name = server.name] in
+                let reply = try? RemotePort(named: name).sendRequest(LoopMessage(id: 4, text: "once"))
+                shortLived.withLock { reply?.text == "answer" ? ($0.answered += 1) : ($0.failed += 1) }
+            })
+            ticks += 1
+            if ticks % 20 == 0 {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: toolBinary)
+                process.arguments = ["request", server.name, "--id", "5", "--data", "about to die"]
+                do {
+                    try process.run()
+                    server.victim.withLock { $0 = process.processIdentifier }
+                    process.waitUntilExit()
+                    if process.terminationReason == .uncaughtSignal { killed += 1 }
+                } catch { churnError = error }
+            }
         }
         loop.add(churn, to: .default)
+        // What lives for the whole soak exists now: the churn must leave no descriptor behind.
+        let descriptorsBefore = ProcessResources.measure().descriptors
         loop.run(until: .after(.seconds(Int64(seconds))))
         churn.invalidate()
         for sender in senders { sender.stop() }
+        for thread in requesterThreads { thread.join() }
         XCTAssertNil(churnError)
+        let descriptorsAfter = openDescriptors(settlingAtMost: descriptorsBefore)
+        XCTAssertLessThanOrEqual(descriptorsAfter, descriptorsBefore,
+                                 "the stopped workers, requester threads and killed requester processes left nothing behind")
 
         // Every message a hub accepted must arrive there, exactly once, in order.
         let everyone = retired + senders
@@ -167,16 +228,24 @@ final class SoakTests: XCTestCase {
         XCTAssertEqual(requests.failed, 0, "every request to a live peer process was answered")
         XCTAssertGreaterThan(requests.answered, 0)
 
+        let shortLivedRequests = shortLived.withLock { $0 }
+        XCTAssertEqual(shortLivedRequests.failed, 0, "every short-lived requester thread got its answer")
+        XCTAssertGreaterThan(killed, 0, "requester processes were killed mid-request")
+
         for hub in hubs { hub.worker.stop() }
+        server.worker.stop()
         for peer in peers { try? peer.send(LoopMessage(id: 3), timeout: .seconds(1)) }
         for process in processes { process.waitUntilExit() }
         checkins.invalidate()
+        let cpu = processCPUTime() - cpuBefore
 
         let report = """
             soak: \(seconds) s, 8 threads (4 hubs, 4 senders) and 2 processes; \(everyone.count) sender workers \
             started, \(retired.count) stopped at random mid-stream; \(accepted) messages accepted, \(delivered) delivered, \
             \(accepted - delivered) lost, 0 duplicated, 0 out of order; \(requests.answered) cross-process request/replies \
-            answered, \(requests.failed) failed
+            answered, \(requests.failed) failed; \(shortLivedRequests.answered) short-lived requester threads answered, \
+            \(shortLivedRequests.failed) failed; \(killed) requester processes killed mid-request; descriptors \
+            \(descriptorsBefore) before the churn, \(descriptorsAfter) after; CPU \(cpu.components.seconds * 1000 + cpu.components.attoseconds / 1_000_000_000_000_000) ms
             """
         print(report)
         if let path = environment["RUNLOOPKIT_SOAK_REPORT"] { try report.write(toFile: path, atomically: true, encoding: .utf8) }
