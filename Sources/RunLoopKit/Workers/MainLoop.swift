@@ -56,6 +56,36 @@ public enum MainLoop {
         keepAlive.remove()
     }
 
+    /// Runs the main loop until `body`, started on the main actor, returns — the way for an
+    /// async program to keep its main thread for the main loop. Rethrows `body`'s error.
+    ///
+    /// An `async` `main` (or a `main.swift` with top-level `await`) cannot: Swift's runtime
+    /// parks the main thread in `dispatchMain()` at its first suspension, and from then on
+    /// `@MainActor` code runs on Dispatch's threads while the main loop never runs again.
+    /// (Swift 6.3's hook for replacing the main executor, `ExecutorFactory`, is SPI —
+    /// `@_spi(ExperimentalCustomExecutors)` — so RunLoopKit does not rely on it.) So keep
+    /// `main` synchronous and start the async part here:
+    ///
+    ///     // main.swift — no top-level await
+    ///     try MainLoop.run {                 // @MainActor, on the main thread
+    ///         let report = try await fetchAll()
+    ///         print(report)
+    ///     }                                  // returns when the body does
+    ///
+    /// The body's task runs on the main thread, and so do the `@MainActor` jobs and
+    /// `DispatchQueue.main` blocks it leads to, interleaved with the loop's ports, timers
+    /// and performs. A `stop()` ends the run early and cancels the body's task. Main thread only.
+    public static func run(_ body: @escaping @MainActor @Sendable () async throws -> Void) throws {
+        let failure = LockedValue<(any Error)?>(nil)
+        let task = Task { @MainActor in
+            do { try await body() } catch { failure.withLock { $0 = error } }
+            MainLoop.stop()
+        }
+        run()
+        task.cancel()
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
     /// Ends `run()`, or the next one if it is not running. Any thread.
     public static func stop() {
         let keepAlive = phase.withLock { phase -> KeepAlive? in
