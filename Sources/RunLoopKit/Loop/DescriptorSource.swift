@@ -10,8 +10,9 @@ import Synchronization
 /// of its loop in one of its modes calls the handler again, so the handler reads or writes
 /// what it can and returns. The handler runs on the loop's thread, says what is ready, and
 /// counts as a handled source (`run(mode:before:)` returns after it). A hang-up or error
-/// condition is always reported with what was asked for (the kernel reports them
-/// unasked); a handler that sees `hangUp` usually invalidates the source.
+/// condition is always reported (the kernel reports them unasked), together with what was
+/// asked for, since a read or write then returns at once; a handler that sees `hangUp`
+/// usually invalidates the source (level-triggered, it would be called again every pass).
 ///
 /// Like every source it lives in modes: the descriptor is watched only while its loop runs
 /// in one of them. **Enabling and disabling** (`setInterest(_:)`, `enable()`, `disable()`)
@@ -197,7 +198,11 @@ public final class DescriptorSource: @unchecked Sendable {
     /// Calls the handler with what is ready of what it asks for; returns whether it did.
     func fire(readyEpollEvents bits: UInt32) -> Bool {
         guard isEnabled, isValid, let handler else { return false }
-        let ready = Events(epoll: bits).intersection(interest.union([.hangUp, .error]))
+        var ready = Events(epoll: bits)
+        // A hang-up or error makes the descriptor ready for what it asks (a read returns 0 or
+        // the error), as libuv reports it, so a handler that reads hears the end.
+        if !ready.isDisjoint(with: [.hangUp, .error]) { ready.formUnion(interest) }
+        ready.formIntersection(interest.union([.hangUp, .error]))
         guard !ready.isEmpty else { return false }
         handler(.ready(ready))
         return true
