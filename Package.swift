@@ -27,11 +27,14 @@ let package = Package(
         // directory, which SwiftPM rejects with a warning, and zmq.h is in /usr/include.
         .systemLibrary(name: "CZeroMQ"),
         .systemLibrary(name: "CLinuxPoll"),
+        // The async-signal-safe handler behind signal sources (C: a handler may do nothing else).
+        .target(name: "CSignalRelay"),
         .target(
             name: "RunLoopKit",
             dependencies: [
                 "CZeroMQ",
                 "CLinuxPoll",
+                "CSignalRelay",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]

@@ -56,6 +56,36 @@ public enum MainLoop {
         keepAlive.remove()
     }
 
+    /// Runs the main loop, as `run()` does, until `stop()` or until one of `signals` arrives;
+    /// returns the signal that stopped it (nil for a `stop()`). A tool stops cleanly on
+    /// Ctrl-C and `SIGTERM` with one line:
+    ///
+    ///     MainLoop.run(stoppingOn: [.interrupt, .terminate])
+    ///     worker.stop()                // its queued work, sends included, runs first
+    ///     // … exit status 0
+    ///
+    /// The signals are watched (`SignalSource`, in the main loop's common modes) only during
+    /// the run: their previous actions — for `SIGINT` and `SIGTERM` by default, ending the
+    /// process — are restored when it returns, so a second Ctrl-C during the tool's own
+    /// clean-up still ends it. Throws if a signal cannot be watched. Main thread only.
+    @discardableResult
+    public static func run(stoppingOn signals: Set<UnixSignal>) throws(SystemCallError) -> UnixSignal? {
+        let loop = ThreadRunLoop.main
+        let caught = LockedValue<UnixSignal?>(nil)
+        var sources: [SignalSource] = []
+        defer { for source in sources { source.invalidate() } }
+        for signal in signals.sorted(by: { $0.rawValue < $1.rawValue }) {
+            let source = try SignalSource(signal) { _ in
+                caught.withLock { if $0 == nil { $0 = signal } }
+                MainLoop.stop()
+            }
+            sources.append(source)
+            loop.add(source, to: .common)
+        }
+        run()
+        return caught.withLock { $0 }
+    }
+
     /// Runs the main loop until `body`, started on the main actor, returns — the way for an
     /// async program to keep its main thread for the main loop. Rethrows `body`'s error.
     ///
