@@ -176,7 +176,10 @@ public final class DescriptorSource: @unchecked Sendable {
             return !inLoopTable
         }
         if closeNow { releaseDescriptor() }
-        guard let loop = binding.loop else { return }
+        guard let loop = binding.loop else {
+            handler = nil // on no loop, so no loop thread touches it: what it holds goes now
+            return
+        }
         let accepted = loop.itemInvalidated(onOwnerThread: { $0.removeDescriptorSourceEverywhere(self) })
         if !accepted { releaseDescriptor() } // the loop was torn down: its table is gone
     }
