@@ -30,6 +30,9 @@ public struct UnixSignal: RawRepresentable, Hashable, Sendable, CustomStringConv
         case SIGUSR2: "SIGUSR2"
         case SIGCHLD: "SIGCHLD"
         case SIGWINCH: "SIGWINCH"
+        case SIGKILL: "SIGKILL"
+        case SIGABRT: "SIGABRT"
+        case SIGSEGV: "SIGSEGV"
         default: "signal \(rawValue)"
         }
     }
