@@ -61,6 +61,8 @@ let package = Package(
         ),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
         .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit"], path: "Fuzz/wire-decoder"),
+        // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
+        .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Glibc
 @testable import RunLoopKit
 import XCTest
@@ -145,5 +146,49 @@ final class MainQueueTests: XCTestCase {
         XCTAssertTrue(runCurrentLoop { log.all.count == 3 })
         XCTAssertEqual(log.all, ["outer block", "nested timer", "inner block"])
         XCTAssertLessThan(passesInNestedRun.withLock { $0 }, 10, "the nested run slept instead of spinning on the queue's eventfd")
+    }
+
+    // MARK: - Programs whose main thread does not run the main loop (a probe process each)
+
+    /// Runs `main-queue-probe <mode>` and returns its `key=value` lines.
+    private func probe(_ mode: String) throws -> [String: String] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try builtExecutable("main-queue-probe"))
+        process.arguments = [mode]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "the probe exited cleanly")
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
+        return Dictionary(lines.compactMap { line in
+            let parts = line.split(separator: "=", maxSplits: 1)
+            return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
+        }, uniquingKeysWith: { $1 })
+    }
+
+    func testAnAsyncMainLosesTheMainThreadAtItsFirstAwaitAndTheMainLoopNeverRuns() throws {
+        let facts = try probe("async-main")
+        XCTAssertEqual(facts["body-starts-on-main-thread"], "true")
+        XCTAssertEqual(facts["after-await-on-main-thread"], "false", "parked in dispatchMain() by Swift's runtime")
+        XCTAssertEqual(facts["main-actor-on-main-thread"], "false", "@MainActor runs on Dispatch's threads")
+        XCTAssertNil(facts["main-loop-perform-ran"])
+        XCTAssertEqual(facts["main-loop-perform-state"], "cancelled", "the main thread's loop went with the thread")
+    }
+
+    func testAnAsyncMainThatCallsMainLoopRunBeforeItsFirstAwaitKeepsTheMainThreadForTheMainLoop() throws {
+        let facts = try probe("async-main-handoff")
+        XCTAssertEqual(facts["body-after-await-on-main-thread"], "true")
+        XCTAssertEqual(facts["main-queue-on-main-thread"], "true")
+        XCTAssertEqual(facts["main-actor-counter"], "21", "@MainActor state updated by the body")
+        XCTAssertEqual(facts["main-loop-returned"], "true", "MainLoop.run(_:) returned when the body did")
+    }
+
+    func testDispatchMainEndsTheMainThreadSoTheMainQueueRunsElsewhereAndTheMainLoopNeverRuns() throws {
+        let facts = try probe("dispatch-main")
+        XCTAssertEqual(facts["main-queue-on-main-thread"], "false")
+        XCTAssertNil(facts["main-loop-perform-ran"])
+        XCTAssertEqual(facts["main-loop-perform-state"], "cancelled")
     }
 }

@@ -24,10 +24,12 @@ import Glibc
 /// loop running whatever is queued.
 ///
 /// Programs whose main thread never runs this loop: an `async` `main` (or top-level
-/// `await`) parks the main thread in `dispatchMain()` after its first suspension, and
-/// `dispatchMain()` itself ends the main thread; both then run the main queue — and so
-/// `@MainActor` code — on Dispatch's own threads, and the main loop never runs. See
-/// `MainLoop.run(_:)` for how an async program keeps its main thread for the main loop.
+/// `await`) parks the main thread in `dispatchMain()` at its first suspension, and
+/// `dispatchMain()` ends the main thread; both then run the main queue — and so
+/// `@MainActor` code — on Dispatch's own threads, and the main loop never runs again (it
+/// is torn down with the thread it was bound to: perform requests for it are cancelled).
+/// `MainLoop.run(_:)`, called before the first `await`, keeps the main thread for the
+/// main loop. (`MainQueueTests` shows all three with a probe process.)
 extension ThreadRunLoop {
     /// Whether a pass in `items`' mode services the main queue: on the main loop, in a
     /// common mode, and not within a drain (a nested run inside a main-queue block).

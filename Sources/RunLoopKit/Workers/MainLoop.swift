@@ -89,18 +89,23 @@ public enum MainLoop {
     /// Runs the main loop until `body`, started on the main actor, returns — the way for an
     /// async program to keep its main thread for the main loop. Rethrows `body`'s error.
     ///
-    /// An `async` `main` (or a `main.swift` with top-level `await`) cannot: Swift's runtime
-    /// parks the main thread in `dispatchMain()` at its first suspension, and from then on
-    /// `@MainActor` code runs on Dispatch's threads while the main loop never runs again.
-    /// (Swift 6.3's hook for replacing the main executor, `ExecutorFactory`, is SPI —
-    /// `@_spi(ExperimentalCustomExecutors)` — so RunLoopKit does not rely on it.) So keep
-    /// `main` synchronous and start the async part here:
+    /// An `async` `main` (or a `main.swift` with top-level `await`) loses the main thread at
+    /// its first suspension: Swift's runtime parks it in `dispatchMain()`, which ends it (the
+    /// main loop is torn down with it: its perform requests are cancelled), and `@MainActor`
+    /// code runs on Dispatch's threads from then on. Swift 6.3's hook for replacing the main
+    /// executor, `ExecutorFactory`, is SPI (`@_spi(ExperimentalCustomExecutors)`), so
+    /// RunLoopKit does not rely on it. What works: call this before the first `await` —
+    /// from a synchronous `main`, or at the very start of an `async` one, which still runs
+    /// on the main thread until it suspends:
     ///
-    ///     // main.swift — no top-level await
-    ///     try MainLoop.run {                 // @MainActor, on the main thread
-    ///         let report = try await fetchAll()
-    ///         print(report)
-    ///     }                                  // returns when the body does
+    ///     @main struct Tool {
+    ///         static func main() async throws {
+    ///             try MainLoop.run {                 // @MainActor, on the main thread
+    ///                 let report = try await fetchAll()
+    ///                 print(report)
+    ///             }                                  // returns when the body does
+    ///         }
+    ///     }
     ///
     /// The body's task runs on the main thread, and so do the `@MainActor` jobs and
     /// `DispatchQueue.main` blocks it leads to, interleaved with the loop's ports, timers
