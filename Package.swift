@@ -5,7 +5,7 @@ import PackageDescription
 let examples = [
     "observer", "custom-source", "timers", "skeleton-thread",
     "checkin", "message-port-checkin", "multiprocess-checkin",
-    "keep-alive", "actor-worker",
+    "keep-alive", "actor-worker", "main-actor",
 ]
 
 let package = Package(
