@@ -105,6 +105,26 @@ final class SignalSourceTests: XCTestCase {
         XCTAssertEqual(ProcessResources.measure().descriptors, before, "both eventfds closed")
     }
 
+    func testASourceOnNoLoopStopsWatchingWhenReleasedAndOneOnALoopIsKeptByItUntilInvalidated() throws {
+        let loop = ThreadRunLoop.current
+        do { _ = try SignalSource(.user2) { _ in } }
+        XCTAssertFalse(SignalRelay.isInstalled(.user2), "released on no loop: stopped watching")
+        let counts = SharedValue<[Int]>([])
+        weak var kept: SignalSource?
+        do {
+            let source = try SignalSource(.user2) { count in counts.withLock { $0.append(count) } }
+            loop.add(source, to: mode)
+            kept = source
+        }
+        let source = try XCTUnwrap(kept, "the loop keeps it")
+        send(SIGUSR2, countedIn: source)
+        XCTAssertTrue(loop.run(mode: mode, before: .after(.seconds(10))))
+        XCTAssertEqual(counts.withLock { $0 }, [1])
+        source.invalidate()
+        XCTAssertFalse(SignalRelay.isInstalled(.user2))
+        XCTAssertFalse(loop.contains(source, in: mode))
+    }
+
     func testSignalsThatCannotBeCaughtAreRefusedWithATypedError() {
         XCTAssertThrowsError(try SignalSource(UnixSignal(rawValue: SIGKILL)) { _ in }) { error in
             XCTAssertEqual((error as? SystemCallError)?.errno, EINVAL)

@@ -40,7 +40,8 @@ public enum ChildExit: Sendable, Equatable, CustomStringConvertible {
 /// children. Do not let anything else reap the child (Foundation's `Process` does: spawn
 /// with `posix_spawn` instead).
 ///
-/// Like a timer, the source is kept by its loop until it fires or is invalidated.
+/// Once added to a loop, the loop keeps the source until it fires or is invalidated; a
+/// source on no loop stops watching when released.
 ///
 /// Thread safety: `invalidate()` and `isValid` from any thread; the handler runs on the
 /// loop's thread.
@@ -79,6 +80,7 @@ public final class ChildProcessSource: @unchecked Sendable {
                 if case .ready = event { box.child?.pidfdReady(pidfd) }
             })
             box.child = self
+            descriptorSource.wrapper = self
         } else {
             do {
                 try systemCall("kill(\(pid), 0)") { kill(pid, 0) }
@@ -89,11 +91,14 @@ public final class ChildProcessSource: @unchecked Sendable {
             let signals = try SignalSource(.childStatusChanged) { _ in box.child?.childSignalled() }
             watch = .childSignal(signals)
             box.child = self
+            descriptorSource.wrapper = self
             // It may have ended before SIGCHLD was watched: look once when the loop first runs it.
             var one: UInt64 = 1
             _ = try? systemCall("write(eventfd)") { write(signals.descriptorSource.descriptor, &one, 8) }
         }
     }
+
+    deinit { invalidate() }
 
     public var isValid: Bool { descriptorSource.isValid }
 
@@ -157,11 +162,10 @@ public final class ChildProcessSource: @unchecked Sendable {
     }
 }
 
-/// The child source, for its descriptor's handler: the loop, which holds the descriptor
-/// source, keeps the child source alive until it is invalidated (the cycle ends when the
-/// descriptor source releases its handler).
+/// The child source, weakly, for its descriptor's handler (see `DescriptorSource.wrapper`
+/// for what keeps it alive).
 private final class ChildBox: @unchecked Sendable {
-    var child: ChildProcessSource? // set once, in the source's init, before any event
+    weak var child: ChildProcessSource? // set once, in the source's init, before any event
 }
 
 extension ThreadRunLoop {

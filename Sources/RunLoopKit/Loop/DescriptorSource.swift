@@ -119,6 +119,12 @@ public final class DescriptorSource: @unchecked Sendable {
 
     /// Loop thread only; released on invalidation.
     private var handler: Handler?
+    /// The signal or child-process source built on this one, if any. Weak, so that one that
+    /// was never added to a loop goes (and stops watching) when its owner drops it; kept
+    /// strongly (`keptWrapper`) from its first add until it is invalidated, as a loop keeps
+    /// what it holds. Set once, right after init.
+    weak var wrapper: AnyObject?
+    private var keptWrapper: AnyObject? // loop thread only
     let binding = LoopBinding()
 
     /// Watches `descriptor` for `interest` (`.readable`, `.writable` or both; empty makes it
@@ -170,11 +176,12 @@ public final class DescriptorSource: @unchecked Sendable {
     /// descriptor is closed once out of the loop's poll set (at once when called on the
     /// loop's thread or when the source is on no loop, else at the loop's next pass). Any thread.
     public func invalidate() {
-        let closeNow = lifecycleLock.withLock { () -> Bool in
-            guard lifecycle == .valid else { return false }
+        let (wasValid, closeNow) = lifecycleLock.withLock { () -> (Bool, Bool) in
+            guard lifecycle == .valid else { return (false, false) }
             lifecycle = .invalidated
-            return !inLoopTable
+            return (true, !inLoopTable)
         }
+        guard wasValid else { return }
         if closeNow { releaseDescriptor() }
         guard let loop = binding.loop else {
             handler = nil // on no loop, so no loop thread touches it: what it holds goes now
@@ -227,16 +234,20 @@ public final class DescriptorSource: @unchecked Sendable {
         lifecycleLock.withLock { lifecycle = .invalidated }
     }
 
-    /// Entered or left the loop's poll-set table.
+    /// Entered or left the loop's poll-set table. Loop thread.
     func setInLoopTable(_ inTable: Bool) {
+        if inTable && keptWrapper == nil { keptWrapper = wrapper }
         lifecycleLock.withLock { inLoopTable = inTable }
     }
 
     /// Out of every mode and of the poll set after an invalidation (or teardown): releases
     /// the handler and closes an owned descriptor.
     func removedAfterInvalidation() {
+        let wrapper = keptWrapper // released last, when this returns: its deinit finds this source invalid
+        keptWrapper = nil
         handler = nil
         releaseDescriptor()
+        _ = wrapper
     }
 
     private func releaseDescriptor() {

@@ -20,6 +20,9 @@ import Glibc
 /// No signal mask is needed. Deliveries the kernel merges (a standard signal sent again
 /// while still pending) count once, as for any handler.
 ///
+/// Once added to a loop, the loop keeps the source until it is invalidated; a source on no
+/// loop stops watching when released.
+///
 /// Thread safety: `invalidate()` and `isValid` from any thread; the handler runs on the
 /// loop's thread.
 public final class SignalSource: @unchecked Sendable {
@@ -47,9 +50,10 @@ public final class SignalSource: @unchecked Sendable {
             guard (try? systemCall("read(signal eventfd)") { read(counter, &count, 8) }) == 8, count > 0 else { return }
             handler(Int(clamping: count))
         }
+        descriptorSource.wrapper = self
     }
 
-    deinit { stopRelaying() }
+    deinit { invalidate() }
 
     public var isValid: Bool { descriptorSource.isValid }
 
