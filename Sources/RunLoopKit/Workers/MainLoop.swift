@@ -60,7 +60,7 @@ public enum MainLoop {
     /// returns the signal that stopped it (nil for a `stop()`). A tool stops cleanly on
     /// Ctrl-C and `SIGTERM` with one line:
     ///
-    ///     MainLoop.run(stoppingOn: [.interrupt, .terminate])
+    ///     try MainLoop.run(stoppingOn: [.interrupt, .terminate])
     ///     worker.stop()                // its queued work, sends included, runs first
     ///     // … exit status 0
     ///
