@@ -149,6 +149,31 @@ final class DescriptorSourceTests: XCTestCase {
         source.invalidate()
     }
 
+    func testABusyPortDoesNotStarveADescriptorSourceOfTheSameMode() throws {
+        let (readEnd, writeEnd) = makePipe()
+        let delivered = SharedValue(0)
+        let port = try LocalPort { _ in
+            delivered.withLock { $0 += 1 }
+            return nil
+        }
+        loop.add(port, to: mode)
+        let messagesBeforeTheDescriptor = SharedValue<Int?>(nil)
+        let source = DescriptorSource(descriptor: readEnd, watching: .readable) { _ in
+            _ = self.readOne(readEnd)
+            messagesBeforeTheDescriptor.withLock { $0 = delivered.withLock { $0 } }
+        }
+        loop.add(source, to: mode)
+        for id in Int32(0)..<500 { try port.send(LoopMessage(id: id)) }
+        XCTAssertTrue(runOnce(), "the port is ready and delivering")
+        write(writeEnd, [1])
+        // A ready port skips the sleep, one message per pass; the descriptor is still looked at.
+        XCTAssertTrue(runCurrentLoop(in: mode) { delivered.withLock { $0 } == 500 })
+        let before = try XCTUnwrap(messagesBeforeTheDescriptor.withLock { $0 }, "the descriptor was heard")
+        XCTAssertLessThan(before, 10, "heard within the next passes, not once the port was drained")
+        source.invalidate()
+        port.invalidate()
+    }
+
     func testInvalidatingFromAnotherThreadTakesItOutOfEveryModeAndClosesOnlyAnOwnedDescriptor() throws {
         let (ownedEnd, _) = makePipe()
         let (borrowedEnd, _) = makePipe()
