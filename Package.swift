@@ -5,7 +5,7 @@ import PackageDescription
 let examples = [
     "observer", "custom-source", "timers", "skeleton-thread",
     "checkin", "message-port-checkin", "multiprocess-checkin",
-    "keep-alive", "actor-worker",
+    "keep-alive", "actor-worker", "main-actor",
 ]
 
 let package = Package(
@@ -27,11 +27,14 @@ let package = Package(
         // directory, which SwiftPM rejects with a warning, and zmq.h is in /usr/include.
         .systemLibrary(name: "CZeroMQ"),
         .systemLibrary(name: "CLinuxPoll"),
+        // The async-signal-safe handler behind signal sources (C: a handler may do nothing else).
+        .target(name: "CSignalRelay"),
         .target(
             name: "RunLoopKit",
             dependencies: [
                 "CZeroMQ",
                 "CLinuxPoll",
+                "CSignalRelay",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
@@ -58,6 +61,8 @@ let package = Package(
         ),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
         .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit"], path: "Fuzz/wire-decoder"),
+        // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
+        .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [

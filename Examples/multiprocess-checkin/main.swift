@@ -1,8 +1,10 @@
 // The check-in protocol between processes: the program spawns K worker processes of
 // itself, which register their own names, check in by name over ipc, answer job requests
-// and exit when told. With --kill-one, one worker is killed (SIGKILL) after checking in:
-// the main process notices by timeout, reports it, reclaims the dead worker's name and
-// still exits cleanly.
+// and exit when told. Each worker is a child process watched by a ChildProcessSource, so
+// its end is heard on the main loop the moment it happens. With --kill-one, one worker is
+// killed (SIGKILL) after checking in: the main process notices at once (it prints how long
+// from kill to notice), sends it nothing more, reclaims the dead worker's name and still
+// exits cleanly. Requests keep their timeouts, for peers that are not children.
 import ArgumentParser
 import Foundation
 import Glibc
@@ -84,8 +86,19 @@ struct MultiprocessCheckin: ParsableCommand {
         loop.add(mainPort, to: .default)
         print("main: registered '\(mainName)', spawning \(workers) worker processes")
 
-        let processes = try (0..<workers).map { index in try spawnWorker(mainName: mainName, index: index) }
-        defer { for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let pids = try (0..<workers).map { index in try spawnWorker(mainName: mainName, index: index) }
+        // Every worker is a child: how it ended is heard on this thread the moment it does.
+        var ended: [Int: ChildExit] = [:]
+        var noticedAt: [Int: Deadline] = [:]
+        for (index, pid) in pids.enumerated() {
+            let child = try ChildProcessSource(pid: pid) { exit in
+                noticedAt[index] = .now()
+                ended[index] = exit
+                print("main: worker-\(index) (pid \(pid)) \(exit)")
+            }
+            loop.add(child, to: .default)
+        }
+        defer { for (index, pid) in pids.enumerated() where ended[index] == nil { kill(pid, SIGKILL) } }
 
         let deadline = Deadline.after(.seconds(30))
         while checkedIn.count < workers && Deadline.now() < deadline { loop.run(mode: .default, before: deadline) }
@@ -96,14 +109,29 @@ struct MultiprocessCheckin: ParsableCommand {
 
         let victim = killOne ? 0 : nil
         if let victim {
-            kill(processes[victim].processIdentifier, SIGKILL)
-            processes[victim].waitUntilExit()
-            print("main: killed worker-\(victim) (pid \(processes[victim].processIdentifier))")
+            let killedAt = Deadline.now()
+            kill(pids[victim], SIGKILL)
+            let noticeDeadline = Deadline.after(.seconds(10))
+            while ended[victim] == nil && Deadline.now() < noticeDeadline {
+                loop.run(mode: .default, before: noticeDeadline)
+            }
+            guard let noticed = noticedAt[victim] else {
+                print("main: the killed worker-\(victim) was never noticed")
+                throw ExitCode.failure
+            }
+            let milliseconds = Double(noticed.rawValue - killedAt.rawValue) / 1_000_000
+            print("main: killed worker-\(victim) (pid \(pids[victim])), noticed "
+                + String(format: "%.3f", milliseconds) + " ms after the kill")
         }
 
         var answered = 0
         var noticedDead: [Int] = []
         for index in 0..<workers {
+            if let exit = ended[index] {
+                print("main: worker-\(index) is gone (\(exit)): no request sent")
+                noticedDead.append(index)
+                continue
+            }
             let name = "\(mainName).worker-\(index)"
             do {
                 let reply = try checkedIn[name]!.sendRequest(LoopMessage(id: jobRequest, text: "job \(index)"),
@@ -112,7 +140,6 @@ struct MultiprocessCheckin: ParsableCommand {
                 answered += 1
             } catch {
                 print("main: worker-\(index) did not answer: \(error)")
-                noticedDead.append(index)
             }
         }
 
@@ -129,46 +156,38 @@ struct MultiprocessCheckin: ParsableCommand {
             }
         }
 
-        for (name, port) in checkedIn {
+        for (name, port) in checkedIn where !noticedDead.contains(where: { name.hasSuffix(".worker-\($0)") }) {
             do { try port.send(LoopMessage(id: exitMessage), timeout: .milliseconds(500)) } catch {
                 print("main: could not tell \(name) to exit: \(error)")
             }
         }
-        var exitedCleanly = 0
-        for (index, process) in processes.enumerated() where index != victim {
-            if waitForExit(process, seconds: 10) && process.terminationStatus == 0 { exitedCleanly += 1 }
-        }
+        let exitDeadline = Deadline.after(.seconds(10))
+        while ended.count < workers && Deadline.now() < exitDeadline { loop.run(mode: .default, before: exitDeadline) }
+        let exitedCleanly = (0..<workers).filter { $0 != victim && ended[$0] == .exited(0) }.count
         mainPort.invalidate()
 
         let expectedAnswers = workers - (victim == nil ? 0 : 1)
         print("checked in \(checkedIn.count)/\(workers) workers, \(answered)/\(expectedAnswers) answered, "
-            + "\(noticedDead.count) noticed dead by timeout, \(exitedCleanly)/\(expectedAnswers) exited cleanly")
+            + "\(noticedDead.count) noticed dead by their child source, \(exitedCleanly)/\(expectedAnswers) exited cleanly")
         guard answered == expectedAnswers, noticedDead == (victim.map { [$0] } ?? []), reclaimed,
               exitedCleanly == expectedAnswers
         else { throw ExitCode.failure }
     }
 
-    private func spawnWorker(mainName: String, index: Int) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["--worker-of", mainName, "--index", "\(index)"]
-        try process.run()
-        return process
-    }
-
-    /// Waits for a worker process to exit, asleep on the run loop: its termination handler
-    /// signals an input source.
-    private func waitForExit(_ process: Process, seconds: Int) -> Bool {
-        let loop = ThreadRunLoop.current
-        let exited = InputSource {}
-        loop.add(exited, to: "wait-for-exit")
-        defer { exited.invalidate() }
-        process.terminationHandler = { _ in exited.signalAndWake() }
-        let deadline = Deadline.after(.seconds(seconds))
-        while process.isRunning && Deadline.now() < deadline {
-            _ = loop.run(mode: "wait-for-exit", until: deadline, returnAfterSourceHandled: true)
+    /// Spawns a worker process of this program with `posix_spawn` (not Foundation's
+    /// `Process`, which would reap it before its child source could).
+    private func spawnWorker(mainName: String, index: Int) throws -> pid_t {
+        let path = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        let arguments = [path, "--worker-of", mainName, "--index", "\(index)"]
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, nil, nil, argv, environ)
+        guard rc == 0 else {
+            print("main: cannot spawn worker-\(index): \(String(cString: strerror(rc)))")
+            throw ExitCode.failure
         }
-        return !process.isRunning
+        return pid
     }
 }
 

@@ -1,5 +1,6 @@
 // Linux readiness and wake-up primitives that Glibc's Swift module does not
-// export: epoll (the poll set), eventfd and futex (wakeUp) and timerfd (timer deadlines).
+// export: epoll (the poll set), eventfd and futex (wakeUp), timerfd (timer deadlines),
+// pidfd and waitid (child-process sources), and libdispatch's main-queue hooks.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -62,3 +63,39 @@ static inline int clinux_futex_wait(uint32_t *word, uint32_t expected, uint64_t 
 static inline int clinux_futex_wake(uint32_t *word) {
     return (int)syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
+
+#include <signal.h>
+#include <sys/wait.h>
+/// Opens a descriptor that refers to process `pid` and becomes readable when it exits
+/// (`pidfd_open`, Linux 5.3; glibc 2.36's wrapper is not in every sysroot). -1 with errno
+/// ENOSYS where the kernel lacks it.
+static inline int clinux_pidfd_open(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    return (int)syscall(434, pid, 0);
+#endif
+}
+
+/// `waitid` for the child a pidfd refers to (`P_PIDFD`, Linux 5.4), without blocking.
+/// Returns 0 and fills `info` (si_pid 0 if it has not exited), -1 with errno set.
+static inline int clinux_waitid_pidfd(int pidfd, siginfo_t *info) {
+    return waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, info, WEXITED | WNOHANG);
+}
+
+/// `waitid` for child `pid`, without blocking: the fallback where pidfds are missing.
+static inline int clinux_waitid_pid(pid_t pid, siginfo_t *info) {
+    return waitid(P_PID, (id_t)pid, info, WEXITED | WNOHANG);
+}
+
+/// The pid and the status of a `siginfo_t` that `waitid` filled (its union's fields).
+static inline pid_t clinux_siginfo_pid(const siginfo_t *info) { return info->si_pid; }
+static inline int clinux_siginfo_code(const siginfo_t *info) { return info->si_code; }
+static inline int clinux_siginfo_status(const siginfo_t *info) { return info->si_status; }
+
+// libdispatch's hooks for a run loop that services the main queue, exported by
+// libdispatch.so for Core Foundation's run loop and used by it on Linux: the main
+// queue's eventfd, written whenever work is queued to it, and the call that drains the
+// queue on the main thread.
+extern int _dispatch_get_main_queue_handle_4CF(void);
+extern void _dispatch_main_queue_callback_4CF(void *_Nullable msg);

@@ -99,16 +99,17 @@ final class PortMessageStreamTests: XCTestCase {
 
     // MARK: - Back-pressure
 
-    func testWhileTheBufferIsFullThePortLeavesItsModesAndSendersWaitUntilTheConsumerCatchesUp() throws {
+    func testWhileTheBufferIsFullThePortIsPausedInItsModesAndSendersWaitUntilTheConsumerCatchesUp() throws {
         let port = try LocalPort(receiveHighWaterMark: 10)
         loop.add(port, to: mode)
         let stream = port.messages(bufferingPolicy: .bounded(4))
-        // Nobody consumes yet: four messages fill the buffer, the fourth takes the port out.
+        // Nobody consumes yet: four messages fill the buffer, the fourth pauses the port.
         for id in Int32(0)..<4 { try port.send(LoopMessage(id: id)) }
         for _ in 0..<4 { XCTAssertTrue(deliverOne()) }
-        XCTAssertFalse(loop.contains(port, in: mode), "out of its mode while the buffer is full")
+        XCTAssertTrue(loop.contains(port, in: mode), "still in its mode while the buffer is full")
+        XCTAssertTrue(loop.isPaused(port), "paused while the buffer is full")
         XCTAssertEqual(loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: true), .timedOut,
-                       "a placeholder keeps the mode from looking empty (.finished)")
+                       "the paused port keeps the mode from looking empty (.finished) and delivers nothing")
         // The rest wait in ZeroMQ's queue, then the sender waits: it fails at its deadline.
         var sent: Int32 = 4
         let firstRefused: Int32 = try {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation // the tour's names must not collide with Foundation's
 import RunLoopKit
 import XCTest
@@ -93,5 +94,52 @@ final class ReadmeTourTests: XCTestCase {
         named.invalidate()
         mainPort.invalidate()
         worker.stop()
+    }
+
+    func testTheReadmeSourcesTourCompilesAndBehavesAsDescribed() throws {
+        precondition(ThreadRunLoop.current.isMain, "the tour's last part runs the main loop")
+        let loop = ThreadRunLoop.current
+        let log = EventLog()
+        @Sendable func print(_ item: Any) { log.append("\(item)") }
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(nonBlockingPipe(&fds), 0)
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        defer { close(readEnd); close(writeEnd) }
+        let pid = spawnChild(["/bin/sh", "-c", "exit 7"])
+
+        // Any descriptor (a socket, a pipe, inotify, a device), level-triggered, in modes.
+        let input = DescriptorSource(descriptor: readEnd, watching: .readable) { event in
+            if case .ready(let events) = event { print("ready: \(events)") }   // read what is there
+        }
+        loop.add(input, to: .default)
+        input.disable()                               // stays in its modes; applied before the next sleep
+        input.enable()
+
+        // A UNIX signal, on this loop's thread, with the deliveries since the last call.
+        let reload = try SignalSource(.hangUp) { count in print("SIGHUP x\(count)") }
+        loop.add(reload, to: .default)
+
+        // A child process's end (a pidfd): its exit status or the signal that killed it.
+        let child = try ChildProcessSource(pid: pid) { exit in print("child \(exit)") }
+        loop.add(child, to: .default)
+
+        // (What the tour waits for: a byte in the pipe, a SIGHUP, the child's exit 7.)
+        var byte: UInt8 = 1
+        XCTAssertEqual(write(writeEnd, &byte, 1), 1)
+        XCTAssertEqual(kill(getpid(), SIGHUP), 0)
+        XCTAssertTrue(runCurrentLoop { log.all.contains("ready: [readable]") && log.all.contains("SIGHUP x1")
+                && log.all.contains("child exited with status 7") })
+        input.invalidate()
+        reload.invalidate()
+
+        // The main thread's loop runs DispatchQueue.main work and @MainActor code, and a tool
+        // stops cleanly on Ctrl-C or SIGTERM in one line.
+        DispatchQueue.main.async { print("main queue, on the main thread") }
+        Task { @MainActor in print("main actor, on the main thread") }
+        DispatchQueue.main.async { kill(getpid(), SIGTERM) } // (the tour's Ctrl-C)
+        try MainLoop.run(stoppingOn: [.interrupt, .terminate])
+
+        XCTAssertTrue(log.all.contains("main queue, on the main thread"))
+        XCTAssertTrue(log.all.contains("main actor, on the main thread"))
     }
 }

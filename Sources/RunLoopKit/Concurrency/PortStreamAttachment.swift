@@ -1,6 +1,7 @@
 /// The owner-thread side of a message stream: installs the stream as the port's handler,
-/// pauses the port (out of its modes) when the buffer fills and brings it back, and
-/// detaches the stream when its consumer stops.
+/// pauses the port when the buffer fills and resumes it, and detaches the stream when its
+/// consumer stops. Pausing keeps the port in its modes (so they never look empty): its
+/// descriptor leaves the poll set and none of its messages is delivered until resumed.
 ///
 /// The stream's handler holds a `HandlerToken`, and only it does: the token's release means
 /// the handler is gone, whether the port was invalidated (which drops its handler, on
@@ -20,10 +21,8 @@ final class PortStreamAttachment: @unchecked Sendable {
     private var port: LocalPort?
     /// Whether the stream's handler is the port's handler.
     private var handlerInstalled = false
-    /// The modes the port was taken out of, and the inert source holding its place there.
-    private var pausedModes: [LoopMode] = []
-    private let placeholderLock = Lock() // placeholder is invalidated from any thread
-    private var placeholder: InputSource? // protected by placeholderLock
+    /// Whether this stream paused the port.
+    private var isPaused = false
 
     init(port: LocalPort, buffer: PortMessageBuffer) {
         self.port = port
@@ -49,34 +48,18 @@ final class PortStreamAttachment: @unchecked Sendable {
         handlerInstalled = true
     }
 
-    /// The handler's release (`HandlerToken.deinit`): forgets the port and the placeholder.
+    /// The handler's release (`HandlerToken.deinit`): forgets the port.
     func portFinished() {
         handlerInstalled = false
         port = nil
-        placeholderLock.withLock {
-            placeholder?.invalidate()
-            placeholder = nil
-        }
     }
 
     // MARK: - Pausing
 
-    /// The buffer is full: takes the port out of every mode it is in. Owner thread, in the handler.
+    /// The buffer is full: pauses the port in its modes. Owner thread, in the handler.
     func pause() {
         guard let port, let loop = ownerLoop, !loop.isTornDown else { return }
-        var modes: [LoopMode] = []
-        if loop.contains(port, in: .common) {
-            modes.append(.common)
-            loop.remove(port, from: .common)
-        }
-        for mode in loop.allModes where loop.contains(port, in: mode) {
-            modes.append(mode)
-            loop.remove(port, from: mode)
-        }
-        pausedModes = modes
-        let placeholder = InputSource {}
-        for mode in modes { loop.add(placeholder, to: mode) }
-        placeholderLock.withLock { self.placeholder = placeholder }
+        isPaused = loop.setPaused(port, true)
     }
 
     /// The consumer caught up: brings the port back, at the owner loop's next pass.
@@ -86,14 +69,10 @@ final class PortStreamAttachment: @unchecked Sendable {
 
     private func resume() {
         buffer?.resumed()
-        let placeholder = placeholderLock.withLock { () -> InputSource? in
-            defer { self.placeholder = nil }
-            return self.placeholder
-        }
-        defer { placeholder?.invalidate() } // after the port is back: the modes are never empty
+        guard isPaused else { return }
+        isPaused = false
         guard let port, port.isValid, let loop = ownerLoop, !loop.isTornDown else { return }
-        for mode in pausedModes { loop.add(port, to: mode) }
-        pausedModes = []
+        loop.setPaused(port, false)
     }
 
     // MARK: - Detaching
@@ -105,7 +84,7 @@ final class PortStreamAttachment: @unchecked Sendable {
     }
 
     private func detach() {
-        if !pausedModes.isEmpty { resume() }
+        if isPaused { resume() }
         // Only if ours is still the handler: a replaced handler is the new owner's.
         if handlerInstalled { port?.handler = nil } // releases the token: portFinished()
         port = nil

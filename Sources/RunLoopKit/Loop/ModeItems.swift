@@ -4,9 +4,10 @@ enum LoopItem {
     case timer(LoopTimer)
     case observer(LoopObserver)
     case port(any PortSourceDriver)
+    case descriptor(DescriptorSource)
 }
 
-/// The sources, ports, timers and observers of one mode. Loop thread only.
+/// The sources, ports, descriptor sources, timers and observers of one mode. Loop thread only.
 ///
 /// Every pass reads these lists several times; they change only in `insert` and
 /// `remove`, which call no code that could read them meanwhile, so their run-time
@@ -18,6 +19,7 @@ final class ModeItems {
     @exclusivity(unchecked) private(set) var ports: [any PortSourceDriver] = []
     /// The ports' identities, so that asking whether one of many ports is here costs O(1).
     @exclusivity(unchecked) private var portIDs: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) private(set) var descriptors: [DescriptorSource] = []
     @exclusivity(unchecked) private(set) var timers: [LoopTimer] = []
     /// Sorted by `order`, ties in insertion order.
     @exclusivity(unchecked) private(set) var observers: [LoopObserver] = []
@@ -29,9 +31,10 @@ final class ModeItems {
 
     init(mode: LoopMode) { self.mode = mode }
 
-    /// Whether the mode has anything that can make a run do work (sources, ports, live timers).
+    /// Whether the mode has anything that can make a run do work (sources, ports,
+    /// descriptor sources, live timers).
     var hasSourcesOrTimers: Bool {
-        !sources.isEmpty || !ports.isEmpty || timers.contains { $0.isValid }
+        !sources.isEmpty || !ports.isEmpty || !descriptors.isEmpty || timers.contains { $0.isValid }
     }
 
     func contains(_ item: LoopItem) -> Bool {
@@ -42,6 +45,7 @@ final class ModeItems {
         case .port(let port):
             ports.count <= ModeItems.linearSearchLimit
                 ? ports.contains { $0 === port } : portIDs.contains(ObjectIdentifier(port))
+        case .descriptor(let source): descriptors.contains { $0 === source }
         }
     }
 
@@ -59,6 +63,8 @@ final class ModeItems {
         case .port(let port):
             ports.append(port)
             portIDs.insert(ObjectIdentifier(port))
+        case .descriptor(let source):
+            descriptors.append(source)
         }
         return true
     }
@@ -71,6 +77,7 @@ final class ModeItems {
         case .port(let port):
             portIDs.remove(ObjectIdentifier(port))
             return removeFirst(from: &ports) { $0 === port }
+        case .descriptor(let source): return removeFirst(from: &descriptors) { $0 === source }
         case .observer(let observer):
             guard removeFirst(from: &observers, where: { $0 === observer }) else { return false }
             observedActivities = observers.reduce(into: []) { $0.formUnion($1.activities) }
@@ -80,7 +87,7 @@ final class ModeItems {
 
     /// Every item, for tearing the mode down.
     var allItems: [LoopItem] {
-        sources.map(LoopItem.source) + ports.map(LoopItem.port)
+        sources.map(LoopItem.source) + ports.map(LoopItem.port) + descriptors.map(LoopItem.descriptor)
             + timers.map(LoopItem.timer) + observers.map(LoopItem.observer)
     }
 

@@ -23,7 +23,8 @@ struct PollSet {
             throw error
         }
         do {
-            try PollSet.add(wakeFD, token: PollSet.wakeToken, to: epollFD)
+            try PollSet.control(EPOLL_CTL_ADD, "epoll_ctl(ADD)", wakeFD, token: PollSet.wakeToken,
+                                events: EPOLLIN.rawValue, in: epollFD)
         } catch {
             Glibc.close(wakeFD)
             Glibc.close(epollFD)
@@ -37,9 +38,15 @@ struct PollSet {
         Glibc.close(epollFD)
     }
 
-    /// Adds a descriptor, reported with `token` when readable (level-triggered), via `epoll_ctl(EPOLL_CTL_ADD)`.
-    func register(_ fd: Int32, token: UInt64) throws(SystemCallError) {
-        try PollSet.add(fd, token: token, to: epollFD)
+    /// Adds a descriptor, reported with `token` when one of `events` (epoll's bits) is
+    /// ready, level-triggered, via `epoll_ctl(EPOLL_CTL_ADD)`.
+    func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        try PollSet.control(EPOLL_CTL_ADD, "epoll_ctl(ADD)", fd, token: token, events: events, in: epollFD)
+    }
+
+    /// Changes what a registered descriptor is watched for, via `epoll_ctl(EPOLL_CTL_MOD)`.
+    func modify(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        try PollSet.control(EPOLL_CTL_MOD, "epoll_ctl(MOD)", fd, token: token, events: events, in: epollFD)
     }
 
     /// Removes a descriptor, via `epoll_ctl(EPOLL_CTL_DEL)`.
@@ -95,10 +102,11 @@ struct PollSet {
         })
     }
 
-    private static func add(_ fd: Int32, token: UInt64, to epollFD: Int32) throws(SystemCallError) {
+    private static func control(_ operation: Int32, _ name: StaticString, _ fd: Int32, token: UInt64,
+                                events: UInt32, in epollFD: Int32) throws(SystemCallError) {
         var event = epoll_event()
-        event.events = EPOLLIN.rawValue
+        event.events = events
         event.data.u64 = token
-        try systemCall("epoll_ctl(ADD)") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event) }
+        try systemCall("\(name)") { epoll_ctl(epollFD, operation, fd, &event) }
     }
 }

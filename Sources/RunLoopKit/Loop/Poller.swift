@@ -49,14 +49,20 @@ final class Poller: @unchecked Sendable {
         state.deallocate()
     }
 
-    /// Adds a descriptor, reported with `token` when readable (level-triggered), via
-    /// `epoll_ctl(EPOLL_CTL_ADD)`; the first one makes the poll set.
-    func register(_ fd: Int32, token: UInt64) throws(SystemCallError) {
+    /// Adds a descriptor, reported with `token` when one of `events` (epoll's bits) is
+    /// ready, level-triggered, via `epoll_ctl(EPOLL_CTL_ADD)`; the first one makes the poll set.
+    func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
         if pollSet == nil {
             pollSet = try PollSet()
-            events = [epoll_event](repeating: epoll_event(), count: 64)
+            self.events = [epoll_event](repeating: epoll_event(), count: 64)
         }
-        try pollSet!.register(fd, token: token)
+        try pollSet!.register(fd, token: token, events: events)
+    }
+
+    /// Changes what a registered descriptor is watched for, via `epoll_ctl(EPOLL_CTL_MOD)`.
+    func modify(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        guard let pollSet else { throw SystemCallError(call: "epoll_ctl(MOD)", errno: ENOENT) }
+        try pollSet.modify(fd, token: token, events: events)
     }
 
     /// Removes a descriptor, via `epoll_ctl(EPOLL_CTL_DEL)`.
@@ -84,9 +90,9 @@ final class Poller: @unchecked Sendable {
     }
 
     /// Waits until a registered descriptor is ready, `deadline` passes or `wake()` is called,
-    /// then calls `ready` with the token of each ready port descriptor. With `poll` set it
-    /// only looks, without sleeping.
-    func wait(until deadline: Deadline, poll: Bool, ready: (UInt64) -> Void) throws(SystemCallError) {
+    /// then calls `ready` with the token and the ready events (epoll's bits) of each ready
+    /// registered descriptor. With `poll` set it only looks, without sleeping.
+    func wait(until deadline: Deadline, poll: Bool, ready: (UInt64, UInt32) -> Void) throws(SystemCallError) {
         guard let pollSet else {
             // No descriptors to look at: only a sleep, if no wake-up is pending.
             defer { state.pointee.store(0, ordering: .releasing) }
@@ -109,7 +115,7 @@ final class Poller: @unchecked Sendable {
                 switch events[index].data.u64 {
                 case Poller.wakeToken: pollSet.drainWakeUps(); onlyTheTimerFired = false
                 case FarDeadlineTimer.token: farDeadlineTimer?.fired()
-                case let token: ready(token); onlyTheTimerFired = false
+                case let token: ready(token, events[index].events); onlyTheTimerFired = false
                 }
             }
             // The timerfd kept an earlier sleep's deadline and fired before this one's: that
@@ -123,7 +129,7 @@ final class Poller: @unchecked Sendable {
         if farDeadlineTimer == nil {
             let timer = try FarDeadlineTimer()
             do {
-                try pollSet.register(timer.descriptor, token: FarDeadlineTimer.token)
+                try pollSet.register(timer.descriptor, token: FarDeadlineTimer.token, events: EPOLLIN.rawValue)
             } catch {
                 timer.close()
                 throw error

@@ -1,8 +1,9 @@
 /// The port sources of one loop: their poll-set registrations and the queue of ports
 /// known to hold a message. Loop thread only.
 ///
-/// A port is registered in the poll set while it is in at least one mode. It is queued as
-/// ready when it is added, when its descriptor fires
+/// A port is registered in the poll set while it is in at least one mode and not paused,
+/// through the loop's `DescriptorTable` like every other descriptor. It is queued as
+/// ready when it is added or resumed, when its descriptor fires
 /// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
 /// after each message it delivers; it leaves the queue when a receive finds it drained.
 /// A port queued for another mode stays there, without waking the loop again, until a run
@@ -12,16 +13,18 @@ struct PortSourceTable {
     /// and back by `willDeliver`/`didDeliver`, so delivering looks nothing up.
     final class Entry {
         let port: any PortSourceDriver
-        let token: UInt64
+        /// Its descriptor's place in the loop's `DescriptorTable`.
+        let registration: DescriptorTable.Registration
+        var token: UInt64 { registration.token }
         var modeCount = 1
         /// Whether the entry is in `ready`, so queueing never searches the queue.
         var isQueued = false
         /// False once the port has left the loop (while its message was being delivered, say).
         var isRegistered = true
 
-        init(port: any PortSourceDriver, token: UInt64) {
+        init(port: any PortSourceDriver, registration: DescriptorTable.Registration) {
             self.port = port
-            self.token = token
+            self.registration = registration
         }
     }
 
@@ -29,22 +32,20 @@ struct PortSourceTable {
     private var byToken: [UInt64: Entry] = [:]
     /// By port, for adding and removing.
     private var byPort: [ObjectIdentifier: Entry] = [:]
-    private var nextToken: UInt64 = Poller.wakeToken + 1
     /// Ready ports in the order they became ready, served round-robin.
     private var ready: [Entry] = []
 
     var isEmpty: Bool { byPort.isEmpty }
 
-    /// Counts one more mode for `port`, registering it in the poll set the first time.
-    mutating func added(_ port: any PortSourceDriver, poller: Poller) throws(SystemCallError) {
+    /// Counts one more mode for `port`, registering it the first time (it joins the poll
+    /// set before the loop's next sleep).
+    mutating func added(_ port: any PortSourceDriver, descriptors: inout DescriptorTable) {
         let id = ObjectIdentifier(port)
         if let entry = byPort[id] {
             entry.modeCount += 1
             return
         }
-        let entry = Entry(port: port, token: nextToken)
-        nextToken += 1
-        try poller.register(port.pollDescriptor, token: entry.token)
+        let entry = Entry(port: port, registration: descriptors.registerPort(port.pollDescriptor))
         byPort[id] = entry
         byToken[entry.token] = entry
         // A burst may have arrived before the port was added, with no signal left on its
@@ -56,11 +57,11 @@ struct PortSourceTable {
     }
 
     /// Counts one mode less for `port`, leaving the poll set when it is in none.
-    mutating func removed(_ port: any PortSourceDriver, poller: Poller) {
+    mutating func removed(_ port: any PortSourceDriver, descriptors: inout DescriptorTable, poller: Poller) {
         guard let entry = byPort[ObjectIdentifier(port)] else { return }
         entry.modeCount -= 1
         guard entry.modeCount == 0 else { return }
-        try? poller.deregister(port.pollDescriptor) // the port may already have closed its socket
+        descriptors.unregister(entry.registration, poller: poller) // at once: the port may close its socket next
         byPort[ObjectIdentifier(port)] = nil
         byToken[entry.token] = nil
         entry.isRegistered = false
@@ -73,7 +74,7 @@ struct PortSourceTable {
     /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
     /// another mode never keeps waking the loop.
     mutating func descriptorReady(_ token: UInt64, runningMode items: ModeItems) {
-        guard let entry = byToken[token] else { return }
+        guard let entry = byToken[token], !entry.registration.isPaused else { return }
         if items.contains(.port(entry.port)) || entry.port.hasPendingMessage() {
             enqueue(entry)
         } else {
@@ -81,9 +82,9 @@ struct PortSourceTable {
         }
     }
 
-    /// The first ready port that is in `items`' mode.
+    /// The first ready port that is in `items`' mode and not paused.
     func nextReady(in items: ModeItems) -> Entry? {
-        for entry in ready where items.contains(.port(entry.port)) {
+        for entry in ready where !entry.registration.isPaused && items.contains(.port(entry.port)) {
             return entry
         }
         return nil
@@ -109,6 +110,23 @@ struct PortSourceTable {
         guard let entry = byPort[ObjectIdentifier(port)], entry.port.hasPendingMessage() else { return false }
         enqueue(entry)
         return true
+    }
+
+    /// Pauses a port without taking it out of its modes (a message stream's back-pressure):
+    /// its descriptor leaves the poll set before the next sleep and no message of it is
+    /// delivered; resumed, it comes back and is queued if a message waits. Returns false if
+    /// the port is in no mode.
+    mutating func setPaused(_ port: any PortSourceDriver, _ paused: Bool, descriptors: inout DescriptorTable) -> Bool {
+        guard let entry = byPort[ObjectIdentifier(port)] else { return false }
+        guard entry.registration.isPaused != paused else { return true }
+        entry.registration.isPaused = paused
+        descriptors.markChanged(entry.registration)
+        if !paused { enqueue(entry) } // signals that came while it was out of the poll set: the receive finds out
+        return true
+    }
+
+    func isPaused(_ port: any PortSourceDriver) -> Bool {
+        byPort[ObjectIdentifier(port)]?.registration.isPaused ?? false
     }
 
     /// Every registered port, for teardown.

@@ -124,6 +124,7 @@ extension ThreadRunLoop {
             case .timer(let timer): removeTimerEverywhere(timer)
             case .observer(let observer): removeObserverEverywhere(observer)
             case .port: removeEverywhere(item)
+            case .descriptor(let source): removeDescriptorSourceEverywhere(source) // closes an owned descriptor
             }
         }
     }
@@ -139,12 +140,9 @@ extension ThreadRunLoop {
         case .source(let source):
             source.scheduled(on: self, mode: mode)
         case .port(let port):
-            do {
-                try ports.added(port, poller: poller)
-            } catch {
-                _ = items.remove(item)
-                preconditionFailure("cannot add a port's descriptor to the poll set: \(error)")
-            }
+            ports.added(port, descriptors: &descriptors)
+        case .descriptor(let source):
+            descriptors.sourceAdded(source)
         case .timer, .observer:
             break
         }
@@ -154,7 +152,8 @@ extension ThreadRunLoop {
         guard let items = modes[mode], items.remove(item) else { return }
         switch item {
         case .source(let source): source.cancelled(on: self, mode: mode)
-        case .port(let port): ports.removed(port, poller: poller)
+        case .port(let port): ports.removed(port, descriptors: &descriptors, poller: poller)
+        case .descriptor(let source): descriptors.sourceRemoved(source, poller: poller)
         case .timer, .observer: break
         }
     }
@@ -167,6 +166,7 @@ extension LoopItem {
         case .timer(let timer): timer.isValid
         case .observer(let observer): observer.isValid
         case .port: true
+        case .descriptor(let source): source.isValid
         }
     }
 }

@@ -19,6 +19,21 @@ extension ThreadRunLoop {
         return items(of: mode)?.contains(.port(port)) ?? false
     }
 
+    /// Pauses (or resumes) a port without taking it out of its modes: while paused its
+    /// descriptor is out of the poll set and none of its messages is delivered (a message
+    /// stream's back-pressure). Returns false if the port is in no mode of this loop.
+    @discardableResult
+    func setPaused(_ port: LocalPort, _ paused: Bool) -> Bool {
+        assertOwnerThread()
+        return ports.setPaused(port, paused, descriptors: &descriptors)
+    }
+
+    /// Whether the port is paused (see `setPaused(_:_:)`).
+    func isPaused(_ port: LocalPort) -> Bool {
+        assertOwnerThread()
+        return ports.isPaused(port)
+    }
+
     func removePortEverywhere(_ port: LocalPort) {
         removeEverywhere(.port(port))
         ownedPorts[ObjectIdentifier(port)] = nil

@@ -31,9 +31,9 @@ extension ThreadRunLoop {
     /// passes until a result, and tells them of exit. Runs nest, in any mode.
     public func run(mode: LoopMode, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         assertOwnerThread()
-        guard lifecycle == .open, let items = items(forRunning: mode), !isEmpty(items) else {
-            return .finished
-        }
+        guard lifecycle == .open else { return .finished }
+        prepareMainQueueIfNeeded(for: mode)
+        guard let items = items(forRunning: mode), !isEmpty(items) else { return .finished }
         runStack.append(mode)
         defer { runStack.removeLast() }
         notifyObservers(of: .entry, in: items) //                               step 1
@@ -45,7 +45,8 @@ extension ThreadRunLoop {
     /// The items of `mode`, nil if it has none or is `.common` (never run itself).
     private func items(forRunning mode: LoopMode) -> ModeItems? {
         if let last = lastRunItems, last.mode == mode { return last }
-        guard mode != .common, let items = modes[mode] else { return nil }
+        guard mode != .common else { return nil }
+        guard let items = modes[mode] ?? itemsForMainQueue(mode) else { return nil }
         lastRunItems = items
         return items
     }
@@ -62,11 +63,14 @@ extension ThreadRunLoop {
             notifyObservers(of: .beforeSources, in: items) //                   step 3
             var handledSource = fireInputSources(in: items) //                  step 4
             var readyPort = ports.nextReady(in: items) //                       step 5
-            if readyPort == nil {
-                sleep(in: items, until: deadline, pollOnly: pollOnly || handledSource) // steps 6-8
-                readyPort = ports.nextReady(in: items)
+            // A ready port skips the sleep, but level-triggered descriptors are still looked
+            // at, so that a busy port cannot starve them.
+            if readyPort == nil || descriptors.watchesLevelTriggered {
+                sleep(in: items, until: deadline, pollOnly: pollOnly || handledSource || readyPort != nil) // steps 6-8
+                if readyPort == nil { readyPort = ports.nextReady(in: items) }
             }
             fireDueTimers(in: items) //                                         step 9
+            if fireReadyDescriptors(in: items) { handledSource = true } //       step 9
             if let readyPort, deliverOneMessage(from: readyPort) { handledSource = true } // step 9
             if let result = passResult(items, deadline, handledSource, returnAfterSourceHandled) {
                 return result
@@ -87,11 +91,19 @@ extension ThreadRunLoop {
     /// the deadline or a wake-up, tell observers. When a source was just handled or the
     /// run has no time, it only looks (no sleep, so no sleep notifications), as CF does.
     private func sleep(in items: ModeItems, until deadline: Deadline, pollOnly: Bool) {
+        // Changes of what is watched are applied once, now; a descriptor refused meanwhile
+        // is ready (with its error), so the pass only looks.
+        descriptors.applyChanges(runningMode: items, mainQueueWanted: mainQueueWanted(in: items), poller: poller)
+        let pollOnly = pollOnly || !descriptors.ready.isEmpty
         if !pollOnly { notifyObservers(of: .beforeWaiting, in: items) } //      step 6
         let wakeTime = min(deadline, timerWakeTime(in: items))
         let asleepSince = instruments.sleepBegins()
         do { //                                                                 step 7
-            try poller.wait(until: wakeTime, poll: pollOnly) { token in ports.descriptorReady(token, runningMode: items) }
+            try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
+                if let port = descriptors.reported(token, events: events) {
+                    ports.descriptorReady(port.token, runningMode: items)
+                }
+            }
         } catch {
             preconditionFailure("RunLoopKit's poll set failed: \(error)")
         }
@@ -153,9 +165,9 @@ extension ThreadRunLoop {
         }
     }
 
-    /// A mode is empty when it has no sources, ports or live timers, and no perform
-    /// request is waiting for it.
+    /// A mode is empty when it has no sources, ports or live timers, no perform request is
+    /// waiting for it and (on the main loop, in a common mode) the main queue has no work.
     func isEmpty(_ items: ModeItems) -> Bool {
-        !items.hasSourcesOrTimers && !hasPendingPerformRequests(for: items.mode)
+        !items.hasSourcesOrTimers && !hasPendingPerformRequests(for: items.mode) && !mainQueueHasWork(in: items)
     }
 }

@@ -38,6 +38,10 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
     let commonItems = ModeItems(mode: .common)
     @exclusivity(unchecked) var runStack: [LoopMode] = []
     @exclusivity(unchecked) var ports = PortSourceTable()
+    /// Every descriptor in the poll set (ports', descriptor sources', the main queue's).
+    @exclusivity(unchecked) var descriptors = DescriptorTable()
+    /// Set while the main loop drains Dispatch's main queue, so that a nested run does not. Loop thread only.
+    var isDrainingMainQueue = false
     /// Ports created on this thread, closed at teardown if still open.
     var ownedPorts: [ObjectIdentifier: WeakPort] = [:]
     @exclusivity(unchecked) var instruments = LoopInstruments()
@@ -209,6 +213,7 @@ public final class ThreadRunLoop: @unchecked Sendable, CustomStringConvertible {
         removeAll(commonItems)
         for port in ports.allPorts { port.detachedFromLoop() }
         ports = PortSourceTable()
+        for source in descriptors.allSources { removeDescriptorSourceEverywhere(source) }
         closeOwnedPorts()
         modes.removeAll()
         lastRunItems = nil

@@ -56,6 +56,71 @@ public enum MainLoop {
         keepAlive.remove()
     }
 
+    /// Runs the main loop, as `run()` does, until `stop()` or until one of `signals` arrives;
+    /// returns the signal that stopped it (nil for a `stop()`). A tool stops cleanly on
+    /// Ctrl-C and `SIGTERM` with one line:
+    ///
+    ///     try MainLoop.run(stoppingOn: [.interrupt, .terminate])
+    ///     worker.stop()                // its queued work, sends included, runs first
+    ///     // … exit status 0
+    ///
+    /// The signals are watched (`SignalSource`, in the main loop's common modes) only during
+    /// the run: their previous actions — for `SIGINT` and `SIGTERM` by default, ending the
+    /// process — are restored when it returns, so a second Ctrl-C during the tool's own
+    /// clean-up still ends it. Throws if a signal cannot be watched. Main thread only.
+    @discardableResult
+    public static func run(stoppingOn signals: Set<UnixSignal>) throws(SystemCallError) -> UnixSignal? {
+        let loop = ThreadRunLoop.main
+        let caught = LockedValue<UnixSignal?>(nil)
+        var sources: [SignalSource] = []
+        defer { for source in sources { source.invalidate() } }
+        for signal in signals.sorted(by: { $0.rawValue < $1.rawValue }) {
+            let source = try SignalSource(signal) { _ in
+                caught.withLock { if $0 == nil { $0 = signal } }
+                MainLoop.stop()
+            }
+            sources.append(source)
+            loop.add(source, to: .common)
+        }
+        run()
+        return caught.withLock { $0 }
+    }
+
+    /// Runs the main loop until `body`, started on the main actor, returns — the way for an
+    /// async program to keep its main thread for the main loop. Rethrows `body`'s error.
+    ///
+    /// An `async` `main` (or a `main.swift` with top-level `await`) loses the main thread at
+    /// its first suspension: Swift's runtime parks it in `dispatchMain()`, which ends it (the
+    /// main loop is torn down with it: its perform requests are cancelled), and `@MainActor`
+    /// code runs on Dispatch's threads from then on. Swift 6.3's hook for replacing the main
+    /// executor, `ExecutorFactory`, is SPI (`@_spi(ExperimentalCustomExecutors)`), so
+    /// RunLoopKit does not rely on it. What works: call this before the first `await` —
+    /// from a synchronous `main`, or at the very start of an `async` one, which still runs
+    /// on the main thread until it suspends:
+    ///
+    ///     @main struct Tool {
+    ///         static func main() async throws {
+    ///             try MainLoop.run {                 // @MainActor, on the main thread
+    ///                 let report = try await fetchAll()
+    ///                 print(report)
+    ///             }                                  // returns when the body does
+    ///         }
+    ///     }
+    ///
+    /// The body's task runs on the main thread, and so do the `@MainActor` jobs and
+    /// `DispatchQueue.main` blocks it leads to, interleaved with the loop's ports, timers
+    /// and performs. A `stop()` ends the run early and cancels the body's task. Main thread only.
+    public static func run(_ body: @escaping @MainActor @Sendable () async throws -> Void) throws {
+        let failure = LockedValue<(any Error)?>(nil)
+        let task = Task { @MainActor in
+            do { try await body() } catch { failure.withLock { $0 = error } }
+            MainLoop.stop()
+        }
+        run()
+        task.cancel()
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
     /// Ends `run()`, or the next one if it is not running. Any thread.
     public static func stop() {
         let keepAlive = phase.withLock { phase -> KeepAlive? in
