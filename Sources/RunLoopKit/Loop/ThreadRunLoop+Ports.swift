@@ -34,6 +34,15 @@ extension ThreadRunLoop {
         return ports.isPaused(port)
     }
 
+    /// After a send on the socket of one of the loop's port sources (a requester's
+    /// connection): libzmq's send may have taken the socket's pending commands, and with
+    /// them the descriptor's signal that a reply arrived, so the socket is asked
+    /// `ZMQ_EVENTS` and queued to be drained if a message waits.
+    func sentOnPortSource(_ port: any PortSourceDriver) {
+        assertOwnerThread()
+        _ = ports.checkPending(port)
+    }
+
     func removePortEverywhere(_ port: LocalPort) {
         removeEverywhere(.port(port))
         ownedPorts[ObjectIdentifier(port)] = nil

@@ -63,10 +63,10 @@ final class ThreadPortState {
     @discardableResult
     func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
         let connection = try connection(to: destination)
-        if try transport({ () throws(ZMQError) in try connection.socket.send(envelope, dontWait: true) }) {
-            return connection
+        if try !transport({ () throws(ZMQError) in try connection.socket.send(envelope, dontWait: true) }) {
+            try waitAndSend(envelope, on: connection, before: deadline)
         }
-        try waitAndSend(envelope, on: connection, before: deadline)
+        connection.loop?.sentOnPortSource(connection)
         return connection
     }
 

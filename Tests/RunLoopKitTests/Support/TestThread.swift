@@ -67,6 +67,9 @@ final class LoopThread: @unchecked Sendable {
         loop.stop()
         thread.join()
     }
+
+    /// A test that failed before `stop()` still ends the thread, rather than hang in its join.
+    deinit { stop() }
 }
 
 /// Waits for a semaphore with a generous safety-net timeout, failing the test if it passes.
