@@ -174,6 +174,14 @@ struct DescriptorTable {
         }
     }
 
+    /// Whether the poll set is not yet in line with what `items`' mode wants: changes made
+    /// since the last sleep, or another mode than that sleep's. A pass with a port message
+    /// to deliver then still goes through the (looking-only) sleep, which applies them, so
+    /// that a port ready from the start cannot keep a new descriptor out of the poll set.
+    func needsApplying(for items: ModeItems) -> Bool {
+        !changed.isEmpty || (ObjectIdentifier(items) != appliedMode && (!bySource.isEmpty || mainQueue != nil))
+    }
+
     private func wantedEvents(_ registration: Registration, _ items: ModeItems, _ mainQueueWanted: Bool) -> UInt32 {
         switch registration.client {
         case .port: return registration.isPaused ? 0 : EPOLLIN.rawValue

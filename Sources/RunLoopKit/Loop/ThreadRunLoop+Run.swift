@@ -64,8 +64,8 @@ extension ThreadRunLoop {
             var handledSource = fireInputSources(in: items) //                  step 4
             var readyPort = ports.nextReady(in: items) //                       step 5
             // A ready port skips the sleep, but level-triggered descriptors are still looked
-            // at, so that a busy port cannot starve them.
-            if readyPort == nil || descriptors.watchesLevelTriggered {
+            // at, so that a busy port cannot starve them (nor keep them out of the poll set).
+            if readyPort == nil || descriptors.watchesLevelTriggered || descriptors.needsApplying(for: items) {
                 sleep(in: items, until: deadline, pollOnly: pollOnly || handledSource || readyPort != nil) // steps 6-8
                 if readyPort == nil { readyPort = ports.nextReady(in: items) }
             }
