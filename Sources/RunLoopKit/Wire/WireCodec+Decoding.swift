@@ -4,7 +4,7 @@
 extension WireCodec {
     /// The message in `frames`, checked against the format and `limits`: the codec's model
     /// of what `decode(frames:limits:replyAddresses:)` reads from a socket.
-    static func decode(_ frames: [[UInt8]], limits: WireLimits = .default) throws(WireFormatError) -> WireMessage {
+    package static func decode(_ frames: [[UInt8]], limits: WireLimits = .default) throws(WireFormatError) -> WireMessage {
         // Laid out in one buffer, the frames can all be lent at once, as a socket lends them.
         let bytes = frames.flatMap { $0 }
         let decoded = bytes.withUnsafeBytes { all -> Result<PortEnvelope, WireFormatError> in

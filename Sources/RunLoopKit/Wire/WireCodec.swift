@@ -17,7 +17,7 @@
 ///
 /// The decoder checks syntax only (what each field may hold, not what a kind of message
 /// must carry) and never traps on any input: every index it reads was checked first.
-enum WireCodec {
+package enum WireCodec {
     /// The header's first three bytes, ASCII "RLK".
     static let magic: (UInt8, UInt8, UInt8) = (0x52, 0x4C, 0x4B)
     /// The format version this codec writes and the only one it reads.
@@ -34,7 +34,7 @@ enum WireCodec {
     /// A `nil` or empty reply address is sent as an empty frame. The message must have at
     /// most 65535 components, the most a header can count (a precondition); addresses are
     /// not checked here, so that a sender's mistake shows up as the receiver's error.
-    static func encode(_ message: WireMessage) -> [[UInt8]] {
+    package static func encode(_ message: WireMessage) -> [[UInt8]] {
         let count = message.components.count
         let header = [UInt8](unsafeUninitializedCapacity: headerSize(componentCount: count)) { buffer, size in
             writeHeader(kind: message.kind, messageID: message.messageID, correlationID: message.correlationID,

@@ -1,5 +1,5 @@
 /// What a wire message is for: the `kind` byte of the header.
-enum WireKind: UInt8, Sendable {
+package enum WireKind: UInt8, Sendable {
     /// A one-way message.
     case message = 0
     /// A request: carries a fresh nonzero correlation id; its reply comes back over the same connection.
@@ -9,7 +9,7 @@ enum WireKind: UInt8, Sendable {
 }
 
 /// One component of a wire message.
-enum WireComponent: Equatable, Sendable {
+package enum WireComponent: Equatable, Sendable {
     /// Bytes, carried as they are.
     case data([UInt8])
     /// A port, carried as the address of its receiving (ROUTER) socket.
@@ -18,17 +18,17 @@ enum WireComponent: Equatable, Sendable {
 
 /// A RunLoopKit port message as it travels between processes and threads: see
 /// `docs/wire-format.md`, and `WireCodec` for the encoding.
-struct WireMessage: Equatable, Sendable {
-    var kind: WireKind
+package struct WireMessage: Equatable, Sendable {
+    package var kind: WireKind
     /// The application's message id (`PortMessage.msgid`).
-    var messageID: Int32
+    package var messageID: Int32
     /// 0 for plain messages; a request's id, echoed by its reply.
-    var correlationID: UInt64
+    package var correlationID: UInt64
     /// The address of the port to reply to, or `nil` for none.
-    var replyAddress: String?
-    var components: [WireComponent]
+    package var replyAddress: String?
+    package var components: [WireComponent]
 
-    init(
+    package init(
         kind: WireKind = .message,
         messageID: Int32,
         correlationID: UInt64 = 0,
