@@ -4,13 +4,15 @@
 It plays the worker of the guide's check-in (Listings 3-16 to 3-19) against a named
 RunLoopKit port, then makes a request of it:
 
-1. binds its own port, a PULL socket at ipc://DIR/<worker-name>.sock;
-2. checks in: sends message 100 to ipc://DIR/<main-name>.sock, with one port component
-   (its own address) and its own address as the reply address;
+1. binds its own port, a ROUTER socket at ipc://DIR/<worker-name>.sock;
+2. checks in: sends message 100 to ipc://DIR/<main-name>.sock from a DEALER socket, with
+   one port component (its own address) and its own address as the reply port;
 3. waits for the job (message 1, one data component) and answers with message 2, the
    job's bytes upper-cased;
-4. sends a request (message 7, correlation id 0x1234, data b"ping") and checks the
-   reply (kind 2, same correlation id, the request's message id, data b"pong:ping");
+4. sends a request (message 7, correlation id 0x1234, data b"ping") on the DEALER and
+   reads the reply from the same socket (kind 2, same correlation id, the request's
+   message id, data b"pong:ping"); then the same request from a REQ socket, whose
+   empty delimiter frame the port sends back with the reply;
 5. sends message 3, b"done", prints a one-line summary and exits 0.
 
 Any protocol violation or timeout: a message on stderr and exit status 1. Every wait
@@ -27,10 +29,10 @@ from typing import NamedTuple
 
 import zmq
 
-# --- The wire format, version 1 (docs/wire-format.md) -----------------------------
+# --- The wire format, version 2 (docs/wire-format.md) -----------------------------
 
 MAGIC = b"RLK"
-VERSION = 1
+VERSION = 2
 KIND_MESSAGE, KIND_REQUEST, KIND_REPLY = 0, 1, 2
 DATA, PORT = 0, 1
 
@@ -110,11 +112,28 @@ CORRELATION = 0x1234
 EXPECTED_REPLY = b"pong:ping"
 
 
-def receive(pull, what):
-    """The next message on our port, within TIMEOUT_MS."""
-    if not pull.poll(TIMEOUT_MS, zmq.POLLIN):
+def receive(socket, what, routed=False):
+    """The next message on a socket, within TIMEOUT_MS. On our port (a ROUTER socket,
+    routed) the sender's routing id comes first, then an empty delimiter if the sender
+    was a REQ socket."""
+    if not socket.poll(TIMEOUT_MS, zmq.POLLIN):
         raise ProtocolError(f"timed out after {TIMEOUT_MS} ms waiting for {what}")
-    return decode(pull.recv_multipart(zmq.NOBLOCK))
+    frames = socket.recv_multipart(zmq.NOBLOCK)
+    if routed:
+        frames = frames[1:]
+        if frames and frames[0] == b"":
+            frames = frames[1:]
+    return decode(frames)
+
+
+def check_reply(reply, what):
+    expect(reply.kind == KIND_REPLY, f"{what}: kind {reply.kind}, not {KIND_REPLY}")
+    expect(reply.correlation == CORRELATION,
+           f"{what}: correlation id {reply.correlation:#x}, not {CORRELATION:#x}")
+    expect(reply.msgid == 7, f"{what}: message id {reply.msgid}, not the request's (7)")
+    expect(reply.reply_address == b"", f"{what}: a reply port {reply.reply_address!r}")
+    expect(reply.components == [(DATA, EXPECTED_REPLY)],
+           f"{what}: components {reply.components!r}, not [data {EXPECTED_REPLY!r}]")
 
 
 def expect(condition, problem):
@@ -126,49 +145,49 @@ def run(own_path, main_path, ctx):
     own_address = f"ipc://{own_path}".encode()
     main_address = f"ipc://{main_path}"
 
-    # 1. Our port: a bound PULL socket.
-    pull = ctx.socket(zmq.PULL)
-    pull.linger = 0
-    pull.bind(own_address.decode())
+    # 1. Our port: a bound ROUTER socket.
+    port = ctx.socket(zmq.ROUTER)
+    port.linger = 0
+    port.bind(own_address.decode())
 
-    # Sending to the Swift port: a PUSH socket connected to its address. Sends give up
+    # Sending to the Swift port: a DEALER socket connected to its address. Sends give up
     # after TIMEOUT_MS; on an error, what is still queued is dropped at once (linger 0).
-    push = ctx.socket(zmq.PUSH)
-    push.linger = 0
-    push.sndtimeo = TIMEOUT_MS
-    push.connect(main_address)
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.linger = 0
+    dealer.sndtimeo = TIMEOUT_MS
+    dealer.connect(main_address)
 
-    # 2. The check-in: our port as a port component, and as the reply address.
-    push.send_multipart(encode(KIND_MESSAGE, 100, [(PORT, own_address)], reply_address=own_address))
+    # 2. The check-in: our port as a port component, and as the reply port.
+    dealer.send_multipart(encode(KIND_MESSAGE, 100, [(PORT, own_address)], reply_address=own_address))
 
     # 3. The job, and our answer.
-    job = receive(pull, "the job (message 1)")
+    job = receive(port, "the job (message 1)", routed=True)
     expect(job.kind == KIND_MESSAGE, f"job has kind {job.kind}, not {KIND_MESSAGE}")
     expect(job.msgid == 1, f"job has message id {job.msgid}, not 1")
     expect(job.correlation == 0, f"plain message with correlation id {job.correlation}")
     expect([kind for kind, _ in job.components] == [DATA], "job must have exactly one data component")
     job_data = job.components[0][1]
-    push.send_multipart(encode(KIND_MESSAGE, 2, [(DATA, job_data.upper())]))
+    dealer.send_multipart(encode(KIND_MESSAGE, 2, [(DATA, job_data.upper())]))
 
-    # 4. A request, with our port as the reply address; the reply comes back to it.
-    push.send_multipart(encode(KIND_REQUEST, 7, [(DATA, b"ping")],
-                               reply_address=own_address, correlation=CORRELATION))
-    reply = receive(pull, "the reply to request 7")
-    expect(reply.kind == KIND_REPLY, f"reply has kind {reply.kind}, not {KIND_REPLY}")
-    expect(reply.correlation == CORRELATION,
-           f"reply has correlation id {reply.correlation:#x}, not {CORRELATION:#x}")
-    expect(reply.msgid == 7, f"reply has message id {reply.msgid}, not the request's (7)")
-    expect(reply.reply_address == b"", f"reply has a reply address {reply.reply_address!r}")
-    expect(reply.components == [(DATA, EXPECTED_REPLY)],
-           f"reply components {reply.components!r}, not [data {EXPECTED_REPLY!r}]")
+    # 4. A request; its reply comes back over the same connection, to the same socket.
+    dealer.send_multipart(encode(KIND_REQUEST, 7, [(DATA, b"ping")], correlation=CORRELATION))
+    check_reply(receive(dealer, "the reply to request 7"), "the reply on the DEALER")
+    # The same from a REQ socket (which adds, and strips, the empty delimiter frame).
+    req = ctx.socket(zmq.REQ)
+    req.linger = 0
+    req.sndtimeo = TIMEOUT_MS
+    req.connect(main_address)
+    req.send_multipart(encode(KIND_REQUEST, 7, [(DATA, b"ping")], correlation=CORRELATION))
+    check_reply(receive(req, "the reply to request 7 from a REQ socket"), "the reply on the REQ")
+    req.close()
 
     # 5. Done.
-    push.send_multipart(encode(KIND_MESSAGE, 3, [(DATA, b"done")]))
-    push.linger = 5_000  # ending the context now waits, at most 5 s, until "done" is out
-    push.close()
-    pull.close()
+    dealer.send_multipart(encode(KIND_MESSAGE, 3, [(DATA, b"done")]))
+    dealer.linger = 5_000  # ending the context now waits, at most 5 s, until "done" is out
+    dealer.close()
+    port.close()
     return (f"pyzmq peer ok: checked in as {own_address.decode()}; job {job_data!r} -> "
-            f"{job_data.upper()!r}; request 7 (correlation {CORRELATION:#x}) -> reply {reply.msgid} "
+            f"{job_data.upper()!r}; request 7 (correlation {CORRELATION:#x}) from a DEALER and from a REQ -> "
             f"{EXPECTED_REPLY!r}; pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}")
 
 
