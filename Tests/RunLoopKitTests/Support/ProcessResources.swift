@@ -50,14 +50,27 @@ let runningUnderSanitizer = ["__asan_init", "__tsan_init"].contains { (name: Str
 /// reaper thread, a moment after the socket is closed, so a count right after the
 /// sockets' owners went can still include them: this waits for what the kernel says.
 func openDescriptors(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
+    settled(atMost: limit, within: within) { ProcessResources.measure().descriptors }
+}
+
+/// The process's threads once they have come down to at most `limit` (or the count after
+/// `within`): a joined thread is still listed in `/proc` until the kernel has finished
+/// its exit, a moment after `pthread_join` returned.
+func liveThreads(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
+    settled(atMost: limit, within: within) { ProcessResources.measure().threads }
+}
+
+/// Reads `count` until it is at most `limit` or `within` has passed, re-reading what the
+/// kernel says every 10 ms.
+private func settled(atMost limit: Int, within: Duration, _ count: () -> Int) -> Int {
     let deadline = Deadline.after(within)
-    var count = ProcessResources.measure().descriptors
-    while count > limit && Deadline.now() < deadline {
+    var value = count()
+    while value > limit && Deadline.now() < deadline {
         var nap = timespec(tv_sec: 0, tv_nsec: 10_000_000)
         nanosleep(&nap, nil)
-        count = ProcessResources.measure().descriptors
+        value = count()
     }
-    return count
+    return value
 }
 
 /// The CPU time the whole process (every thread, libzmq's I/O threads included) used so far.
