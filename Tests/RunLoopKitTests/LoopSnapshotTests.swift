@@ -85,7 +85,7 @@ final class LoopSnapshotTests: XCTestCase {
         XCTAssertEqual(contents.ports.map(\.id), [ObjectIdentifier(port)])
         XCTAssertEqual(contents.ports.first?.address, port.remote.address)
         XCTAssertNil(contents.ports.first?.name)
-        XCTAssertEqual(contents.ports.first?.hasPendingMessage, false)
+        XCTAssertEqual(contents.ports.first?.isQueuedAsReady, true, "a port is queued when added: its first pass receives")
 
         // Inside a run, and inside a run nested in it.
         var seen: [[LoopMode]] = []
@@ -110,19 +110,96 @@ final class LoopSnapshotTests: XCTestCase {
         XCTAssertEqual(loop.snapshot().contents(of: mode)?.isEmpty, true, "invalidated items leave the snapshot")
     }
 
-    func testAMessageASnapshotFindsWaitingIsStillDeliveredWithoutAnotherWakeUp() throws {
-        // Asking ZeroMQ whether a message waits consumes the descriptor's wake-up: the
-        // snapshot must leave the port queued, or the loop would sleep past the message.
-        let mode = uniqueMode("pending")
+    func testAPortIsShownQueuedAsReadyExactlyWhileTheLoopMeansToReceiveFromIt() throws {
+        let mode = uniqueMode("queued")
         var received: [Int32] = []
         let port = try LocalPort { message in received.append(message.id); return nil }
+        func shownQueued() -> Bool? { loop.snapshot().contents(of: mode)?.ports.first?.isQueuedAsReady }
         loop.add(port, to: mode)
+        XCTAssertEqual(shownQueued(), true, "queued on add: a burst may have come before")
+        XCTAssertEqual(loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: false), .timedOut)
+        XCTAssertEqual(shownQueued(), false, "the pass's receive found it drained")
+
         TestThread { try! port.send(LoopMessage(id: 5)) }.join()
-        XCTAssertEqual(loop.snapshot().contents(of: mode)?.ports.first?.hasPendingMessage, true)
+        XCTAssertEqual(shownQueued(), false, "the loop has not polled since: the snapshot does not ask the socket")
+        XCTAssertEqual(received, [])
+
         XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(received, [5])
-        XCTAssertEqual(loop.snapshot().contents(of: mode)?.ports.first?.messagesReceived, 1)
+        XCTAssertEqual(shownQueued(), true, "requeued after a delivery until a receive finds it drained")
+        XCTAssertEqual(loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: false), .timedOut)
+        XCTAssertEqual(shownQueued(), false)
+        XCTAssertEqual(received, [5])
+        XCTAssertTrue(loop.description.contains("port \(LoopSnapshotFormatter.identity(ObjectIdentifier(port)))"))
+        XCTAssertFalse(loop.description.contains("queued as ready"))
         port.invalidate()
+    }
+
+    func testTakingSnapshotsOfALoopWhosePortHasAMessageWaitingChangesNothingObservable() throws {
+        // The same scenario twice, on fresh ports in a fresh mode: two drained ports, a
+        // message sent to each, then two runs that each return after one message. Taking
+        // snapshots and descriptions at every step must leave the delivery order, the
+        // loop's counters and its sleep notifications exactly as they are without them.
+        struct Outcome: Equatable {
+            var order: [String] = []
+            var activities: [LoopActivity] = []
+            var passes = 0, wakeUps = 0, messagesHandled = 0
+            var queuedAfterSends: [Bool] = []
+        }
+        func scenario(takingSnapshots: Bool) throws -> Outcome {
+            let mode = uniqueMode(takingSnapshots ? "observed" : "unobserved")
+            var outcome = Outcome()
+            let first = try LocalPort { _ in outcome.order.append("first"); return nil }
+            let second = try LocalPort { _ in outcome.order.append("second"); return nil }
+            let observer = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+                outcome.activities.append(activity)
+            }
+            loop.add(first, to: mode)
+            loop.add(second, to: mode)
+            func queued() -> [Bool] { loop.snapshot().contents(of: mode)?.ports.map(\.isQueuedAsReady) ?? [] }
+            var passes = 0
+            while queued().contains(true) {
+                _ = loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: false)
+                passes += 1
+                XCTAssertLessThan(passes, 10, "two ports drain in two passes")
+            }
+            loop.add(observer, to: mode)
+            func look() {
+                guard takingSnapshots else { return }
+                for _ in 0..<3 {
+                    outcome.queuedAfterSends = queued()
+                    _ = loop.description
+                }
+            }
+            TestThread {
+                try! second.send(LoopMessage(id: 2))
+                try! first.send(LoopMessage(id: 1))
+            }.join()
+            let before = loop.instruments.counters // not a snapshot: the unobserved run takes none
+            look()
+            XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource)
+            look()
+            XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource)
+            let after = loop.instruments.counters
+            outcome.passes = after.passes - before.passes
+            outcome.wakeUps = after.wakeUps - before.wakeUps
+            outcome.messagesHandled = after.messagesHandled - before.messagesHandled
+            observer.invalidate()
+            first.invalidate()
+            second.invalidate()
+            return outcome
+        }
+
+        let unobserved = try scenario(takingSnapshots: false)
+        var observed = try scenario(takingSnapshots: true)
+        XCTAssertEqual(Set(unobserved.order), ["first", "second"])
+        XCTAssertEqual(unobserved.messagesHandled, 2)
+        XCTAssertEqual(unobserved.wakeUps, 1, "one sleep, woken by both descriptors; the second message needs no wake-up")
+        XCTAssertEqual(unobserved.activities, [.beforeWaiting, .afterWaiting])
+        XCTAssertEqual(observed.queuedAfterSends, [true, true],
+                       "after the first run both are queued: the one delivered and the one its poll reported")
+        observed.queuedAfterSends = []
+        XCTAssertEqual(observed, unobserved)
     }
 
     func testFromAnotherThreadTheDescriptionIsASummaryAndTheSnapshotIsTakenThroughPerformAndWait() throws {

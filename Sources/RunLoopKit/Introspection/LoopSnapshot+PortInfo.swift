@@ -7,9 +7,12 @@ extension LoopSnapshot {
         public let address: PortAddress
         /// The name the port is registered under, if any.
         public let name: String?
-        /// Whether a message waits to be delivered (it will be, at the loop's next pass in
-        /// one of the port's modes).
-        public let hasPendingMessage: Bool
+        /// Whether the loop has the port queued as ready: at its next pass in one of the
+        /// port's modes (unless the port is paused) it will try to receive from it. A port
+        /// is queued when it is added or resumed, when its descriptor fires, and after each
+        /// message it delivers, until a receive finds it drained. The snapshot never asks
+        /// the socket, so a message that arrived since the loop last polled is not seen here.
+        public let isQueuedAsReady: Bool
         /// The port's `statistics` when the snapshot was taken.
         public let messagesReceived: Int
         public let messagesDropped: Int

@@ -43,7 +43,7 @@ struct LoopSnapshotFormatter {
         for port in contents.ports {
             lines.append(item + "port \(Self.identity(port.id)) \(port.address)"
                 + (port.name.map { " name \"\($0)\"" } ?? "")
-                + (port.hasPendingMessage ? ", message pending" : "")
+                + (port.isQueuedAsReady ? ", queued as ready" : "")
                 + ", received \(port.messagesReceived), dropped \(port.messagesDropped)"
                 + (port.repliesFailed > 0 ? ", replies failed \(port.repliesFailed)" : ""))
         }

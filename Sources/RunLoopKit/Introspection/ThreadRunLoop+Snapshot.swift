@@ -5,8 +5,10 @@ extension ThreadRunLoop {
     /// `try loop.performAndWait { loop.snapshot() }`, which waits for the loop's next pass
     /// in a common mode.
     ///
-    /// It changes nothing the loop does: a port found holding a message is queued for
-    /// delivery as the loop would have queued it (asking ZeroMQ consumes the wake-up).
+    /// It changes nothing the loop does: it reads what the loop already knows and asks no
+    /// socket anything (asking ZeroMQ whether a message waits would consume the port's
+    /// wake-up), so a port's ``LoopSnapshot/PortInfo/isQueuedAsReady`` is the loop's own
+    /// view, which learns of a newly arrived message only when the loop next polls.
     public func snapshot() -> LoopSnapshot {
         assertOwnerThread()
         let now = Deadline.now()
@@ -37,7 +39,7 @@ extension ThreadRunLoop {
             // LocalPort is the only port source there is.
             ports: items.ports.compactMap { $0 as? LocalPort }.map { port in
                 LoopSnapshot.PortInfo(id: ObjectIdentifier(port), address: port.remote.address, name: port.name,
-                                      hasPendingMessage: ports.checkPending(port),
+                                      isQueuedAsReady: ports.isQueuedAsReady(port),
                                       messagesReceived: port.statistics.messagesReceived,
                                       messagesDropped: port.statistics.messagesDropped,
                                       repliesFailed: port.statistics.repliesFailed)

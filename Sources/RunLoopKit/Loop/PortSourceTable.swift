@@ -104,12 +104,19 @@ struct PortSourceTable {
         enqueue(entry)
     }
 
-    /// Whether `port` holds a message, for a snapshot. Asking `ZMQ_EVENTS` may consume the
-    /// descriptor's wake-up, so a port found holding one is queued as ready.
-    mutating func checkPending(_ port: any PortSourceDriver) -> Bool {
-        guard let entry = byPort[ObjectIdentifier(port)], entry.port.hasPendingMessage() else { return false }
+    /// After a send on `port`'s socket, which may have taken the socket's pending commands
+    /// and with them the descriptor's signal: asks `ZMQ_EVENTS` and queues the port as
+    /// ready if a message waits.
+    mutating func queueIfMessageWaits(_ port: any PortSourceDriver) {
+        guard let entry = byPort[ObjectIdentifier(port)], entry.port.hasPendingMessage() else { return }
         enqueue(entry)
-        return true
+    }
+
+    /// Whether `port` is queued as ready (its next pass in one of its modes will try to
+    /// receive from it), as the table knows it: a question to the table only, never to
+    /// the socket, so that a snapshot changes nothing.
+    func isQueuedAsReady(_ port: any PortSourceDriver) -> Bool {
+        byPort[ObjectIdentifier(port)]?.isQueued ?? false
     }
 
     /// Pauses a port without taking it out of its modes (a message stream's back-pressure):

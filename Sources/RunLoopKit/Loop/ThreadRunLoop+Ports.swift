@@ -40,7 +40,7 @@ extension ThreadRunLoop {
     /// `ZMQ_EVENTS` and queued to be drained if a message waits.
     func sentOnPortSource(_ port: any PortSourceDriver) {
         assertOwnerThread()
-        _ = ports.checkPending(port)
+        ports.queueIfMessageWaits(port)
     }
 
     func removePortEverywhere(_ port: LocalPort) {
