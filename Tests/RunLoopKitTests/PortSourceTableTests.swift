@@ -1,0 +1,280 @@
+import CLinuxPoll
+import Glibc
+@testable import RunLoopKit
+import XCTest
+
+/// The port sources' table on its own, with fake ports: which ports it queues as ready,
+/// when it asks a socket, how it counts modes, and pausing. The poll set is a real one
+/// (a `Poller` and eventfds standing in for `ZMQ_FD`s), so registrations are checked
+/// against what the kernel was told.
+final class PortSourceTableTests: XCTestCase {
+    /// A port source whose "socket" answers what the test says.
+    private final class FakePort: PortSourceDriver {
+        let pollDescriptor: Int32
+        /// What `hasPendingMessage()` answers.
+        var messageWaits = false
+        /// How many times the socket was asked (`ZMQ_EVENTS` for a real port).
+        private(set) var asked = 0
+        private(set) var detachments = 0
+
+        init() throws {
+            pollDescriptor = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+            if pollDescriptor < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        }
+
+        deinit { close(pollDescriptor) }
+
+        func hasPendingMessage() -> Bool {
+            asked += 1
+            return messageWaits
+        }
+
+        func handleOneMessage() -> PortDelivery { .delivered } // the table never calls it
+
+        func detachedFromLoop() { detachments += 1 }
+
+        /// Makes the descriptor readable, as libzmq's mailbox signal does.
+        func signal() {
+            var one: UInt64 = 1
+            XCTAssertEqual(write(pollDescriptor, &one, 8), 8)
+        }
+    }
+
+    private var table = PortSourceTable()
+    private var descriptors = DescriptorTable()
+    private let poller = Poller()
+
+    private func mode(_ name: String, holding ports: FakePort...) -> ModeItems {
+        let items = ModeItems(mode: LoopMode(name))
+        for port in ports { XCTAssertTrue(items.insert(.port(port))) }
+        return items
+    }
+
+    private func applyChanges(for items: ModeItems) {
+        descriptors.applyChanges(runningMode: items, mainQueueWanted: false, poller: poller)
+    }
+
+    private func entry(of port: FakePort, in items: ModeItems) throws -> PortSourceTable.Entry {
+        let entry = try XCTUnwrap(table.nextReady(in: items), "a ready port")
+        XCTAssertTrue(entry.port === port)
+        return entry
+    }
+
+    /// Takes `port`'s entry as the pass does and tells what the receive found.
+    private func deliver(from port: FakePort, in items: ModeItems, _ outcome: PortDelivery) throws {
+        let entry = try entry(of: port, in: items)
+        table.willDeliver(from: entry)
+        table.didDeliver(from: entry, outcome)
+    }
+
+    func testAnAddedPortIsQueuedAsReadyWithoutItsSocketBeingAsked() throws {
+        let port = try FakePort()
+        let items = mode("a", holding: port)
+        XCTAssertTrue(table.isEmpty)
+        XCTAssertFalse(table.isQueuedAsReady(port))
+        table.added(port, descriptors: &descriptors)
+        XCTAssertFalse(table.isEmpty)
+        XCTAssertTrue(table.isQueuedAsReady(port), "a burst may have come before it was added")
+        XCTAssertTrue(try entry(of: port, in: items).port === port)
+        XCTAssertEqual(port.asked, 0, "processing the socket's commands first could lose a closing peer's reply")
+        XCTAssertTrue(descriptors.needsApplying(for: items), "it joins the poll set before the next sleep")
+        applyChanges(for: items)
+        XCTAssertEqual(try entry(of: port, in: items).registration.registeredEvents, EPOLLIN.rawValue)
+    }
+
+    func testAPortInSeveralModesLeavesThePollSetOnlyWhenRemovedFromTheLast() throws {
+        let port = try FakePort()
+        let items = mode("a", holding: port)
+        table.added(port, descriptors: &descriptors)
+        let first = try entry(of: port, in: items)
+        table.added(port, descriptors: &descriptors)
+        table.added(port, descriptors: &descriptors)
+        XCTAssertTrue(try entry(of: port, in: items) === first, "one entry, three modes")
+        XCTAssertEqual(first.modeCount, 3)
+        applyChanges(for: items)
+        XCTAssertEqual(first.registration.registeredEvents, EPOLLIN.rawValue)
+
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        XCTAssertEqual(port.detachments, 0)
+        XCTAssertTrue(table.isQueuedAsReady(port))
+        XCTAssertEqual(first.registration.registeredEvents, EPOLLIN.rawValue, "still in one mode")
+
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        XCTAssertEqual(port.detachments, 1)
+        XCTAssertTrue(table.isEmpty)
+        XCTAssertFalse(first.isRegistered)
+        XCTAssertFalse(table.isQueuedAsReady(port))
+        XCTAssertNil(table.nextReady(in: items))
+        XCTAssertEqual(first.registration.registeredEvents, 0, "out of the poll set at once: its socket may close next")
+        XCTAssertTrue(table.allPorts.isEmpty)
+
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        XCTAssertEqual(port.detachments, 1, "removing a port the table does not hold does nothing")
+    }
+
+    func testNextReadyServesOnlyUnpausedPortsOfTheModeInTheOrderTheyBecameReady() throws {
+        let a = try FakePort(), b = try FakePort(), c = try FakePort()
+        let x = mode("x", holding: a, b)
+        let y = mode("y", holding: c)
+        for port in [c, a, b] { table.added(port, descriptors: &descriptors) }
+        XCTAssertTrue(try entry(of: a, in: x).port === a, "c came first, but is not in x")
+        XCTAssertTrue(try entry(of: c, in: y).port === c)
+        XCTAssertTrue(table.setPaused(a, true, descriptors: &descriptors))
+        XCTAssertTrue(try entry(of: b, in: x).port === b, "a paused port is passed over")
+        XCTAssertNil(table.nextReady(in: mode("z")))
+    }
+
+    func testADeliveringPortIsRequeuedAtTheBackUntilAReceiveFindsItDrained() throws {
+        let a = try FakePort(), b = try FakePort()
+        let items = mode("x", holding: a, b)
+        table.added(a, descriptors: &descriptors)
+        table.added(b, descriptors: &descriptors)
+
+        let entryA = try entry(of: a, in: items)
+        table.willDeliver(from: entryA)
+        XCTAssertFalse(table.isQueuedAsReady(a), "off the queue while its handler runs")
+        XCTAssertTrue(try entry(of: b, in: items).port === b)
+        table.didDeliver(from: entryA, .delivered)
+        XCTAssertTrue(table.isQueuedAsReady(a))
+
+        try deliver(from: b, in: items, .dropped)
+        XCTAssertTrue(table.isQueuedAsReady(b), "a dropped message may have others behind it")
+        try deliver(from: a, in: items, .empty)
+        XCTAssertFalse(table.isQueuedAsReady(a), "drained")
+        try deliver(from: b, in: items, .delivered)
+        try deliver(from: b, in: items, .empty)
+        XCTAssertNil(table.nextReady(in: items))
+        XCTAssertEqual(a.asked + b.asked, 0, "draining needs no ZMQ_EVENTS: the receive tells")
+    }
+
+    func testAPortRemovedWhileItsMessageIsDeliveredIsNotRequeued() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        let entry = try entry(of: port, in: items)
+        table.willDeliver(from: entry)
+        table.removed(port, descriptors: &descriptors, poller: poller) // by the handler
+        table.didDeliver(from: entry, .delivered)
+        XCTAssertFalse(table.isQueuedAsReady(port))
+        XCTAssertNil(table.nextReady(in: items))
+    }
+
+    func testADescriptorReportForAPortOfTheRunningModeQueuesItWithoutAskingItsSocket() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        let token = try entry(of: port, in: items).token
+        try deliver(from: port, in: items, .empty)
+        XCTAssertFalse(table.isQueuedAsReady(port))
+        table.descriptorReady(token, runningMode: items)
+        XCTAssertTrue(table.isQueuedAsReady(port))
+        XCTAssertEqual(port.asked, 0, "its receives will tell whether a message waits")
+    }
+
+    func testADescriptorReportForAPortOfAnotherModeAsksItsSocketAndQueuesItOnlyIfAMessageWaits() throws {
+        let held = try FakePort(), running = try FakePort()
+        let other = mode("other", holding: held)
+        let items = mode("running", holding: running)
+        table.added(held, descriptors: &descriptors)
+        table.added(running, descriptors: &descriptors)
+        let token = try entry(of: held, in: other).token
+        try deliver(from: held, in: other, .empty)
+
+        table.descriptorReady(token, runningMode: items)
+        XCTAssertEqual(held.asked, 1, "asking consumes the signal, so the held port stops waking the loop")
+        XCTAssertFalse(table.isQueuedAsReady(held))
+
+        held.messageWaits = true
+        table.descriptorReady(token, runningMode: items)
+        XCTAssertEqual(held.asked, 2)
+        XCTAssertTrue(table.isQueuedAsReady(held))
+        XCTAssertTrue(try entry(of: running, in: items).port === running, "held for its own mode, not delivered here")
+        XCTAssertTrue(try entry(of: held, in: other).port === held)
+
+        held.messageWaits = false
+        table.descriptorReady(token, runningMode: items)
+        XCTAssertFalse(table.isQueuedAsReady(held), "a report finding nothing takes it off the queue")
+    }
+
+    func testReportsForAnUnknownTokenOrAPausedPortAreIgnored() throws {
+        let port = try FakePort()
+        let other = mode("other", holding: port)
+        table.added(port, descriptors: &descriptors)
+        let token = try entry(of: port, in: other).token
+        try deliver(from: port, in: other, .empty)
+        table.descriptorReady(token &+ 1000, runningMode: mode("running"))
+        XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
+        port.messageWaits = true
+        table.descriptorReady(token, runningMode: mode("running"))
+        table.descriptorReady(token, runningMode: other)
+        XCTAssertEqual(port.asked, 0)
+        XCTAssertFalse(table.isQueuedAsReady(port))
+    }
+
+    func testAPausedPortStaysInItsModesOutOfThePollSetAndIsQueuedWhenResumed() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        let entry = try entry(of: port, in: items)
+        applyChanges(for: items)
+        try deliver(from: port, in: items, .empty)
+
+        XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
+        XCTAssertTrue(table.isPaused(port))
+        XCTAssertEqual(entry.registration.registeredEvents, EPOLLIN.rawValue, "changes wait for the next sleep")
+        applyChanges(for: items)
+        XCTAssertEqual(entry.registration.registeredEvents, 0, "out of the poll set: it cannot wake the loop")
+        XCTAssertFalse(table.isEmpty)
+        XCTAssertEqual(port.detachments, 0, "paused, not removed")
+        XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors), "pausing twice is one pause")
+        XCTAssertFalse(descriptors.needsApplying(for: items))
+
+        XCTAssertTrue(table.setPaused(port, false, descriptors: &descriptors))
+        XCTAssertFalse(table.isPaused(port))
+        XCTAssertTrue(table.isQueuedAsReady(port), "signals that came while it was out of the poll set are lost: its receive finds out")
+        XCTAssertEqual(port.asked, 0)
+        applyChanges(for: items)
+        XCTAssertEqual(entry.registration.registeredEvents, EPOLLIN.rawValue)
+
+        let stranger = try FakePort()
+        XCTAssertFalse(table.setPaused(stranger, true, descriptors: &descriptors), "a port in no mode cannot be paused")
+        XCTAssertFalse(table.isPaused(stranger))
+    }
+
+    func testAfterASendThePortIsQueuedOnlyIfItsSocketSaysAMessageWaits() throws {
+        let port = try FakePort(), stranger = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        try deliver(from: port, in: items, .empty)
+        table.queueIfMessageWaits(port)
+        XCTAssertEqual(port.asked, 1)
+        XCTAssertFalse(table.isQueuedAsReady(port))
+        port.messageWaits = true
+        table.queueIfMessageWaits(port)
+        XCTAssertTrue(table.isQueuedAsReady(port))
+        table.queueIfMessageWaits(stranger)
+        XCTAssertEqual(stranger.asked, 0, "a port the table does not hold is not asked")
+    }
+
+    func testAPortWhoseDescriptorFiresInThePollSetIsQueuedByTheWait() throws {
+        let port = try FakePort(), quiet = try FakePort()
+        let items = mode("x", holding: port, quiet)
+        table.added(port, descriptors: &descriptors)
+        table.added(quiet, descriptors: &descriptors)
+        applyChanges(for: items)
+        try deliver(from: port, in: items, .empty)
+        try deliver(from: quiet, in: items, .empty)
+
+        port.signal()
+        try poller.wait(until: .now(), poll: true) { token, events in
+            if let registration = descriptors.reported(token, events: events) {
+                table.descriptorReady(registration.token, runningMode: items)
+            }
+        }
+        XCTAssertTrue(table.isQueuedAsReady(port))
+        XCTAssertFalse(table.isQueuedAsReady(quiet))
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        table.removed(quiet, descriptors: &descriptors, poller: poller)
+    }
+}
