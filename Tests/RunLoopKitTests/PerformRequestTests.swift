@@ -126,4 +126,99 @@ final class PerformRequestTests: XCTestCase {
             XCTAssertEqual($0 as? RunLoopError, .loopTerminated)
         }
     }
+
+    // MARK: - The request's own state machine: pending → running → done, or pending → cancelled
+
+    private func request(modes: [LoopMode] = [.default], _ work: @escaping () -> Void = {}) -> PerformRequest {
+        PerformRequest(modes: modes, tag: nil, work: work)
+    }
+
+    func testARunRequestGoesFromPendingThroughRunningToDoneAndRunsItsWorkOnce() {
+        var seenWhileRunning: PerformRequest.State?
+        var runs = 0
+        var made: PerformRequest!
+        made = request { runs += 1; seenWhileRunning = made.state }
+        XCTAssertEqual(made.state, .pending)
+        XCTAssertTrue(made.run())
+        XCTAssertEqual(seenWhileRunning, .running)
+        XCTAssertEqual(made.state, .done)
+        XCTAssertFalse(made.run(), "a request runs once")
+        XCTAssertFalse(made.cancel(), "a finished request cannot be cancelled")
+        XCTAssertEqual(runs, 1)
+        XCTAssertEqual(made.state, .done)
+        XCTAssertEqual(made.waitUntilFinished(), .done)
+    }
+
+    func testACancelledRequestNeverRunsAndCancelsItsDelayTimer() {
+        var runs = 0
+        let made = request { runs += 1 }
+        let timer = LoopTimer(after: .seconds(100)) { _ in }
+        made.timer = timer
+        XCTAssertTrue(made.cancel())
+        XCTAssertEqual(made.state, .cancelled)
+        XCTAssertFalse(timer.isValid, "a delayed request's timer goes with it")
+        XCTAssertFalse(made.cancel(), "cancelling twice cancels once")
+        XCTAssertFalse(made.run())
+        XCTAssertEqual(runs, 0)
+        XCTAssertEqual(made.waitUntilFinished(), .cancelled)
+        XCTAssertEqual(made.waitUntilFinished(), .cancelled, "every waiter is let through")
+    }
+
+    func testTheWorkIsReleasedOnceTheRequestHasRunOrBeenCancelled() {
+        final class Captured {}
+        for cancelling in [false, true] {
+            var captured: Captured? = Captured()
+            weak let watched = captured
+            let made = request { [captured] in _ = captured }
+            captured = nil
+            XCTAssertNotNil(watched, "the pending request holds its work")
+            if cancelling { XCTAssertTrue(made.cancel()) } else { XCTAssertTrue(made.run()) }
+            XCTAssertNil(watched, cancelling ? "dropped when cancelled" : "dropped once run")
+        }
+    }
+
+    func testCancellingARunningRequestFailsAndItFinishesAsDone() {
+        let started = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+        let made = request { started.signal(); proceed.wait() }
+        let runner = TestThread { _ = made.run() }
+        waitOrFail(started, "the work to start")
+        XCTAssertFalse(made.cancel(), "too late: the work has started")
+        XCTAssertEqual(made.state, .running)
+        proceed.signal()
+        XCTAssertEqual(made.waitUntilFinished(), .done)
+        runner.join()
+    }
+
+    func testWhenCancelAndRunRaceExactlyOneWinsAndWaitersSeeItsOutcome() {
+        for _ in 0..<2_000 {
+            let runs = LockedValue(0)
+            let made = request { runs.withLock { $0 += 1 } }
+            let outcomes = LockedValue<[Int: Bool]>([:])
+            let waited = LockedValue<PerformRequest.State?>(nil)
+            let waiter = TestThread { waited.withLock { $0 = made.waitUntilFinished() } }
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                let won = index == 0 ? made.run() : made.cancel()
+                outcomes.withLock { $0[index] = won }
+            }
+            waiter.join()
+            let (ran, cancelled) = outcomes.withLock { ($0[0]!, $0[1]!) }
+            XCTAssertNotEqual(ran, cancelled, "exactly one of run and cancel wins")
+            XCTAssertEqual(runs.withLock { $0 }, ran ? 1 : 0)
+            XCTAssertEqual(made.state, ran ? .done : .cancelled)
+            XCTAssertEqual(waited.withLock { $0 }, made.state)
+        }
+    }
+
+    func testARequestIsPendingOnlyForItsModesAndForCommonModesWhenItAskedForCommon() {
+        let made = request(modes: ["a", .common])
+        XCTAssertTrue(made.isPending(for: "a", modeIsCommon: false))
+        XCTAssertFalse(made.isPending(for: "b", modeIsCommon: false))
+        XCTAssertTrue(made.isPending(for: "b", modeIsCommon: true))
+        let plain = request(modes: ["a"])
+        XCTAssertFalse(plain.isPending(for: "b", modeIsCommon: true), "common modes matter only to .common requests")
+        XCTAssertTrue(made.cancel())
+        XCTAssertFalse(made.isPending(for: "a", modeIsCommon: false), "a cancelled request is pending nowhere")
+        XCTAssertTrue(plain.run())
+        XCTAssertFalse(plain.isPending(for: "a", modeIsCommon: false), "nor is one that ran")
+    }
 }
