@@ -29,14 +29,34 @@ let package = Package(
         .systemLibrary(name: "CLinuxPoll"),
         // The async-signal-safe handler behind signal sources (C: a handler may do nothing else).
         .target(name: "CSignalRelay"),
+        // The layers, lowest first; each target imports only the ones above it in this list.
+        // System calls through one funnel with typed errno, locks, time, threads, signals.
+        .target(name: "RunLoopSystem", dependencies: ["CLinuxPoll", "CSignalRelay"]),
+        // libzmq's sockets, options, CURVE and socket monitors, over RunLoopSystem.
+        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "RunLoopSystem"]),
+        // The wire format as bytes only (docs/wire-format.md): no socket, no port.
+        .target(name: "RunLoopWire"),
+        // The run loop: modes, sources, timers, observers, performs, the poller and the
+        // source protocol that ports and descriptor sources implement. No port type.
+        .target(
+            name: "RunLoopCore",
+            dependencies: [
+                "RunLoopSystem",
+                "CLinuxPoll",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
+        ),
+        // What users import: ports, workers, Swift concurrency, introspection, over the core.
         .target(
             name: "RunLoopKit",
             dependencies: [
+                "RunLoopCore",
+                "RunLoopSystem",
+                "RunLoopZMQ",
+                "RunLoopWire",
                 "CZeroMQ",
-                "CLinuxPoll",
-                "CSignalRelay",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .executableTarget(
@@ -60,13 +80,17 @@ let package = Package(
             path: "Benchmarks/runloopkit-bench"
         ),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
-        .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit"], path: "Fuzz/wire-decoder"),
+        .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopWire"], path: "Fuzz/wire-decoder"),
         // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
         .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [
                 "RunLoopKit",
+                "RunLoopCore",
+                "RunLoopSystem",
+                "RunLoopZMQ",
+                "RunLoopWire",
                 "CZeroMQ",
                 .product(name: "Metrics", package: "swift-metrics"),
             ]

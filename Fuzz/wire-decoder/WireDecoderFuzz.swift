@@ -6,7 +6,7 @@
 //       -Xlinker --allow-multiple-definition --scratch-path .build-fuzz
 // Built normally, it replays corpus files (`WireDecoderFuzz FILE…`) or writes the seed
 // corpus (`WireDecoderFuzz --write-seeds DIR`).
-import RunLoopKit
+import RunLoopWire
 
 /// Splits a fuzz input into ZeroMQ frames: one byte of frame count, then each frame as a
 /// 2-byte little-endian length and that many bytes (cut short at the end of the input).

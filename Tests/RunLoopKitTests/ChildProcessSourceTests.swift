@@ -1,6 +1,10 @@
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// Spawns `arguments` (a path and its arguments) with `posix_spawn`, so that nothing but

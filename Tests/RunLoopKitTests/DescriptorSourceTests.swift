@@ -1,7 +1,11 @@
 import Dispatch
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// Descriptor sources: any descriptor watched for readable/writable, level-triggered, in modes.

@@ -1,7 +1,11 @@
 import Dispatch
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// A port as a server: it answers many requesters, short-lived, dying, hostile or in

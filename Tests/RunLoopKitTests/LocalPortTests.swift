@@ -1,7 +1,11 @@
 import CZeroMQ
 import Dispatch
 import Foundation
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 final class LocalPortTests: XCTestCase {

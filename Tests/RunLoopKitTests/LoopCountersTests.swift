@@ -1,6 +1,10 @@
 import Dispatch
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// A loop's counters: passes, wake-ups, messages handled, and messages dropped by reason.

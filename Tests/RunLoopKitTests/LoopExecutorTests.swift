@@ -1,6 +1,10 @@
 import Dispatch
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// An actor pinned to a worker's run loop: every method runs on the worker's thread.

@@ -1,5 +1,9 @@
 import Dispatch
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// The executor's job queue on its own: a queue made for a test mode, fed with real jobs

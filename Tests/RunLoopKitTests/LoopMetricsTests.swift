@@ -1,5 +1,9 @@
 import Metrics
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// A loop's metrics reach whatever swift-metrics backend is bootstrapped, and cost

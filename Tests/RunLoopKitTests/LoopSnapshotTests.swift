@@ -1,6 +1,10 @@
 import Dispatch
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// Introspection: a loop's snapshot and description list every mode and item it holds.

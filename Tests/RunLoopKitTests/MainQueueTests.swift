@@ -1,7 +1,11 @@
 import Dispatch
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// Dispatch's main queue, `@MainActor` work and `await MainActor.run` on the main thread's

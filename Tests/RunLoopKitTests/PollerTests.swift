@@ -1,5 +1,9 @@
 import Dispatch
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// Where a loop sleeps: on a futex while it has no port, in its poll set from its first port on.

@@ -1,4 +1,8 @@
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// The zero-copy paths of a port message: sent from where its bytes are, decoded from
@@ -36,7 +40,7 @@ final class PortEnvelopeTests: XCTestCase {
             XCTAssertTrue(try push.send(envelope, dontWait: true))
             let decoded = try pull.receive(dontWait: false) { frames in
                 Result { () throws(WireFormatError) in
-                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                    try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
                 }
             }
             XCTAssertEqual(try decoded?.get(), envelope)
@@ -51,7 +55,7 @@ final class PortEnvelopeTests: XCTestCase {
         var replyAddresses = ReplyAddressCache()
         let decoded = try pull.receive(dontWait: false) { frames in
             Result { () throws(WireFormatError) in
-                try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
             }
         }
         XCTAssertThrowsError(try decoded?.get()) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(index: 2)) }

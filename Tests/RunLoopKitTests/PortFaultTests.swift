@@ -1,7 +1,11 @@
 import Dispatch
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// Faults around ports: dead peers, exited threads, full queues. Nothing hangs, nothing

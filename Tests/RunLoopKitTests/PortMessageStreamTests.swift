@@ -1,5 +1,9 @@
 import Dispatch
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// An actor pinned to a worker that consumes a port of the worker's with `for await`.

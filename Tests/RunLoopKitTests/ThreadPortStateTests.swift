@@ -1,4 +1,8 @@
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// A thread's connections to the ports it sends to are bounded: a cap, and an idle limit.

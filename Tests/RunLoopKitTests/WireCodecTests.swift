@@ -1,4 +1,8 @@
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 final class WireCodecTests: XCTestCase {

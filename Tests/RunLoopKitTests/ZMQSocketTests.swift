@@ -1,5 +1,9 @@
 import Foundation
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 final class ZMQSocketTests: XCTestCase {

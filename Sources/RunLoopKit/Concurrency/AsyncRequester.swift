@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Glibc
 
 /// The per-process thread behind `RemotePort.request`: it sends the requests, receives
@@ -59,7 +63,7 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
 
     /// Replies dropped as late on the requester's thread (for tests).
     var lateReplies: Int {
-        (try? worker.sync { [worker] in worker.loop.instruments.counters.messagesDropped[.lateReply] ?? 0 }) ?? 0
+        (try? worker.sync { [worker] in worker.loop.counters.messagesDropped[.lateReply] ?? 0 }) ?? 0
     }
 
     // MARK: - Requester thread
@@ -82,7 +86,7 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         let timer = LoopTimer(after: exchange.receiveTimeout) { [unowned self] _ in
             inFlight[id] = nil
             connection.replySettled()
-            exchange.finish(.failure(RunLoopKitLog.timedOut(.receiveTimedOut(exchange.target.address))))
+            exchange.finish(.failure(PortError.loggedTimeout(.receiveTimedOut(exchange.target.address))))
         }
         exchange.timer = timer
         ThreadRunLoop.current.add(timer, to: .default)

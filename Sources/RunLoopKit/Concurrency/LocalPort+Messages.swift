@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// A port's messages for `for await`.
 extension LocalPort {
     /// The port's messages as an async sequence; see ``PortMessageStream`` for the buffer,

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Dispatch
 
 /// The jobs of a `LoopExecutor` (and of its `LoopTaskExecutor`): a lock-protected FIFO
@@ -161,9 +165,4 @@ final class LoopJobQueue: @unchecked Sendable {
             if lock.withLock({ !queued.isEmpty }) { source?.signal() }
         }
     }
-}
-
-extension ThreadRunLoop {
-    /// Whether the loop's thread has exited (its teardown has begun). Any thread.
-    var isTornDown: Bool { queueLock.withLock { lifecycle == .tornDown } }
 }

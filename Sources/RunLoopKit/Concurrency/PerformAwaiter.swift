@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// One task awaiting the result of a perform request (the async forms of `performAndWait`
 /// and `WorkerThread.sync`): the request's closure resumes the task with the work's result
 /// on the loop's thread, so no thread blocks while the task waits.

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 extension PortMessageStream {
     /// How many messages a stream keeps for its consumer, and what happens when it is full.
     /// A value, so `Sendable`.

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// The async form of `sendRequest`.
 extension RemotePort {
     /// Sends a request and returns its reply (the async `sendRequest`): the calling task

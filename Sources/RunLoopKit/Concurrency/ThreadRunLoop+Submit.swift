@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// The async form of `performAndWait`: the caller's task suspends, no thread blocks.
 extension ThreadRunLoop {
     /// Runs `work` on this loop's thread in its next pass in one of `modes`, and returns its

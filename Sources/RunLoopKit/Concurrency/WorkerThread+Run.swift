@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// The async form of `sync`: the caller's task suspends, no thread blocks.
 extension WorkerThread {
     /// Runs `work` on the worker and returns its result (the async `sync`): the calling

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 extension LoopSnapshot {
     /// The items of one mode, each kind in the order the loop services it: sources and
     /// observers by ascending `order`, ports and timers as they were added.

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 extension LoopSnapshot {
     /// An observer (`LoopObserver`) in a mode.
     public struct ObserverInfo: Sendable, Identifiable {

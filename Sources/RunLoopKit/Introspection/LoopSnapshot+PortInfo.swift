@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 extension LoopSnapshot {
     /// A port-based source (`LocalPort`) in a mode.
     public struct PortInfo: Sendable, Identifiable {

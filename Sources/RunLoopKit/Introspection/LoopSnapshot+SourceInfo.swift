@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 extension LoopSnapshot {
     /// A custom input source (`InputSource`) in a mode.
     public struct SourceInfo: Sendable, Identifiable {

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 extension LoopSnapshot {
     /// A timer (`LoopTimer`) in a mode.
     public struct TimerInfo: Sendable, Identifiable {

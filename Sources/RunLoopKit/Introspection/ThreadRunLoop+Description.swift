@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// The loop's description: every mode and item on its own thread, a summary elsewhere.
 extension ThreadRunLoop {
     /// On the loop's thread, `snapshot().description`: its modes (running and common),

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Introspection: a loop's items and counters as a value.
 extension ThreadRunLoop {
     /// The loop's modes, items and counters now. Loop thread only (it reads what only
@@ -12,19 +16,16 @@ extension ThreadRunLoop {
     public func snapshot() -> LoopSnapshot {
         assertOwnerThread()
         let now = Deadline.now()
-        let pending = queueLock.withLock {
-            performQueue.count(where: { $0.state == .pending }) + delayedRequests.count(where: { $0.state == .pending })
-        }
-        let sortedModes = modes.values.sorted { $0.mode.rawValue < $1.mode.rawValue }
+        let (commonItems, sortedModes) = itemsByMode
         return LoopSnapshot(
             isMainLoop: isMain,
             takenAt: now,
-            runningModes: runStack,
+            runningModes: runningModes,
             commonModes: commonModes.sorted { $0.rawValue < $1.rawValue },
             commonModeItems: contents(of: commonItems, isCommon: false, at: now),
             modes: sortedModes.map { contents(of: $0, isCommon: commonModes.contains($0.mode), at: now) },
-            pendingPerformRequests: pending,
-            counters: instruments.counters
+            pendingPerformRequests: pendingPerformRequestCount,
+            counters: counters
         )
     }
 
@@ -39,7 +40,7 @@ extension ThreadRunLoop {
             // LocalPort is the only port source there is.
             ports: items.ports.compactMap { $0 as? LocalPort }.map { port in
                 LoopSnapshot.PortInfo(id: ObjectIdentifier(port), address: port.remote.address, name: port.name,
-                                      isQueuedAsReady: ports.isQueuedAsReady(port),
+                                      isQueuedAsReady: isQueuedAsReady(port),
                                       messagesReceived: port.statistics.messagesReceived,
                                       messagesDropped: port.statistics.messagesDropped,
                                       repliesFailed: port.statistics.repliesFailed)

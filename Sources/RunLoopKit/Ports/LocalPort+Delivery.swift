@@ -1,7 +1,11 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Receiving: the port as a port-based input source of its owner's run loop.
 extension LocalPort: PortSourceDriver {
     /// `ZMQ_EVENTS` says a message can be received now.
-    func hasPendingMessage() -> Bool {
+    package func hasPendingMessage() -> Bool {
         guard let socket, let events = try? socket.events else { return false }
         return events.contains(.pollIn)
     }
@@ -10,7 +14,7 @@ extension LocalPort: PortSourceDriver {
     /// it. A malformed message is dropped with a logged reason and counted; never a crash.
     /// `.empty` means drained: libzmq's non-blocking receive processed the socket's
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
-    func handleOneMessage() -> PortDelivery {
+    package func handleOneMessage() -> PortDelivery {
         guard let socket else { return .empty }
         // The decoding closure works on a local copy of the cache, so that it holds no
         // reference to the port: the loop references ports weakly, and a weakly referenced
@@ -23,7 +27,7 @@ extension LocalPort: PortSourceDriver {
                 Result { () throws(WireFormatError) in
                     // A ROUTER socket puts the sender's routing id first.
                     guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
-                    var envelope = try WireCodec.decode(frames: body, limits: .default, replyAddresses: &cache)
+                    var envelope = try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &cache)
                     if envelope.kind == .request {
                         envelope.returnPath = ReturnPath(routingID: [UInt8](routingID), hasDelimiter: hasDelimiter)
                     }
@@ -40,12 +44,12 @@ extension LocalPort: PortSourceDriver {
             deliver(envelope)
             return .delivered
         case .failure(let error):
-            drop(MessageDropReason(rejecting: error), "\(error)")
+            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
     }
 
-    func detachedFromLoop() {}
+    package func detachedFromLoop() {}
 
     private func deliver(_ envelope: PortEnvelope) {
         let message = envelope.message
@@ -99,5 +103,23 @@ extension LocalPort: PortSourceDriver {
         } catch {
             drop(.replyNotSent, "\(error)")
         }
+    }
+}
+
+/// Dropping a message: counted on the port, on its owner's loop and in metrics, and
+/// logged at `.debug` (a peer can send any number of bad messages, so never louder).
+extension LocalPort {
+    /// Drops a message for `reason`; `detail` is built only if `.debug` is enabled.
+    /// Owner thread (where the port's messages are delivered).
+    func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {
+        if reason == .replyNotSent || reason == .requesterGone {
+            statistics.countFailedReply()
+        } else {
+            statistics.countDropped()
+        }
+        ownerLoop?.countDroppedMessage(reason)
+        RunLoopKitLog.port.debug("message dropped", metadata: [
+            "port": "\(self)", "reason": "\(reason)", "detail": "\(detail())",
+        ])
     }
 }

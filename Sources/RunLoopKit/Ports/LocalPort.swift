@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Glibc
 import Logging
 import Synchronization
@@ -14,7 +18,7 @@ import Synchronization
 ///
 /// Thread safety: `send`, `remote`, `invalidate()`, `isValid` and `statistics` from any
 /// thread; `handler`, `register(name:)`, `bind(tcp:)` and adding to a loop on the owner thread.
-public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
+public final class LocalPort: @unchecked Sendable, CustomStringConvertible, LoopOwnedResource {
     /// Handles a message on the owner thread. For a request, the returned message's
     /// components are the reply, sent with the request's id (an empty reply if nil); for
     /// other messages the return value is ignored. A handler may throw: the error is
@@ -35,7 +39,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
     let owner: pthread_t
     /// The owner thread's loop, which closes the port if the thread exits first.
     private(set) weak var ownerLoop: ThreadRunLoop?
-    let pollDescriptor: Int32
+    package let pollDescriptor: Int32
     public let statistics = PortStatistics()
 
     // Owner thread only.
@@ -51,7 +55,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
     private let advertised: LockedValue<PortAddress>
     private let registeredName = LockedValue<String?>(nil)
 
-    static let logger = Logger(label: "runloopkit.port")
     private static let counter = Atomic<UInt64>(0)
 
     /// Messages a port queues before senders wait, by default (`ZMQ_RCVHWM`).
@@ -205,6 +208,8 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible {
         handler = nil
         handlerErrorHandler = nil
     }
+
+    package func closeAtLoopTeardown() { close() }
 
     public var description: String {
         "LocalPort(\(advertised.withLock { $0 })\(name.map { ", name: \($0)" } ?? ""))"

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// The requests a thread waits on in `sendRequest`, with their replies once they came
 /// (`CFMessagePortSendRequest`'s reply mode).
 ///

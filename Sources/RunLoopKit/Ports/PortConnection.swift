@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Logging
 
 /// One thread's connection to one port: a DEALER socket connected to the port's ROUTER
@@ -32,7 +36,7 @@ final class PortConnection: PortSourceDriver {
     /// The in-process alias of a named or tcp-bound port of this process, else `destination`'s address.
     let target: PortAddress
     let socket: ZMQSocket
-    let pollDescriptor: Int32
+    package let pollDescriptor: Int32
     /// For a connection to another process: its monitor (released before the socket closes).
     private var monitor: ZMQConnectionMonitor?
     private(set) var link = Link.connecting
@@ -130,19 +134,19 @@ final class PortConnection: PortSourceDriver {
         loop = nil
     }
 
-    func hasPendingMessage() -> Bool {
+    package func hasPendingMessage() -> Bool {
         guard let events = try? socket.events else { return false }
         return events.contains(.pollIn)
     }
 
     /// Receives one reply without blocking and hands it to the thread's `ReplyReceiver`.
-    func handleOneMessage() -> PortDelivery {
+    package func handleOneMessage() -> PortDelivery {
         let decoded: Result<PortEnvelope, WireFormatError>
         do {
             var cache = ReplyAddressCache()
             guard let received = try socket.receive(dontWait: true, { frames in
                 Result { () throws(WireFormatError) in
-                    try WireCodec.decode(frames: frames, limits: .default, replyAddresses: &cache)
+                    try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &cache)
                 }
             }) else { return .empty }
             decoded = received
@@ -161,16 +165,16 @@ final class PortConnection: PortSourceDriver {
             drop(.malformed, "a \(envelope.kind) where only replies come back")
             return .dropped
         case .failure(let error):
-            drop(MessageDropReason(rejecting: error), "\(error)")
+            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
     }
 
-    func detachedFromLoop() { loop = nil }
+    package func detachedFromLoop() { loop = nil }
 
     /// Drops a message that came back on the connection: counted on the loop, logged at `.debug`.
     private func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {
-        loop?.instruments.messageDropped(reason)
+        loop?.countDroppedMessage(reason)
         RunLoopKitLog.port.debug("message dropped", metadata: [
             "connection": "\(destination)", "reason": "\(reason)", "detail": "\(detail())",
         ])

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Glibc
 
 /// The name server (`NSMessagePortNameServer`): names of this process's ports, and the
@@ -38,7 +42,10 @@ final class PortDirectory: @unchecked Sendable {
             throw .invalidName(name, reason: "too long for a socket path in \(directory)")
         }
         let nameLock = try NameLock(name: name, directory: directory)
-        if unlink(socketPath) == 0 { reclaimedStaleName(name, socketPath: socketPath) } // a dead owner's
+        if unlink(socketPath) == 0 {
+            RunLoopKitLog.names.debug("stale name reclaimed: its dead owner's socket file was removed",
+                                      metadata: ["name": "\(name)", "socket": "\(socketPath)"])
+        }
         return Registration(name: name, ipcAddress: PortAddress(unchecked: "ipc://\(socketPath)"),
                             socketPath: socketPath, nameLock: nameLock)
     }

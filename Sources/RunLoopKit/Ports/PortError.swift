@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Errors of port operations.
 public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The peer did not take the message before the deadline (it is gone, not yet there,
@@ -47,6 +51,14 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .transport(let error): "ZeroMQ: \(error)"
         case .system(let error): "\(error)"
         }
+    }
+}
+
+extension PortError {
+    /// Logs a send or reply timeout at `.debug`, and returns it to be thrown.
+    static func loggedTimeout(_ error: PortError) -> PortError {
+        RunLoopKitLog.port.debug("timed out", metadata: ["error": "\(error)"])
+        return error
     }
 }
 

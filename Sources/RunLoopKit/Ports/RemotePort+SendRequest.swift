@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Request and reply from a thread that waits for the reply (`CFMessagePortSendRequest`).
 extension RemotePort {
     /// Sends a request and waits for its reply (`CFMessagePortSendRequest`): the remote
@@ -26,7 +30,7 @@ extension RemotePort {
             if let reply = replies.take(id) { return reply }
             guard Deadline.now() < deadline else {
                 replies.abandon(id)
-                throw RunLoopKitLog.timedOut(.receiveTimedOut(address))
+                throw PortError.loggedTimeout(.receiveTimedOut(address))
             }
         }
     }

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Glibc
 
 /// What ports keep per thread: its connections to the ports it sends to (one DEALER
@@ -105,7 +109,7 @@ final class ThreadPortState {
                 break
             }
             let now = Deadline.now()
-            guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
+            guard now < deadline else { throw PortError.loggedTimeout(.sendTimedOut(address)) }
             let slice = min(deadline - now, ThreadPortState.livenessCheckInterval)
             let sent = try transport { () throws(ZMQError) -> Bool in
                 if let monitor = connection.monitorSocket {

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Sending from a program about to exit.
 extension RemotePort {
     /// Sends `message` to another process's port and returns once libzmq has written it
@@ -19,7 +23,7 @@ extension RemotePort {
             try socket.connect(address.rawValue)
             while try !socket.send(envelope, dontWait: true) {
                 let now = Deadline.now()
-                guard now < deadline else { throw RunLoopKitLog.timedOut(.sendTimedOut(address)) }
+                guard now < deadline else { throw PortError.loggedTimeout(.sendTimedOut(address)) }
                 _ = try socket.poll(for: .pollOut, timeout: deadline - now)
             }
             // Released here, the socket closes, then its context terminates (zmq_ctx_term),

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Synchronization
 
 /// The input source that keeps a resident thread's run loop running, and ends that
@@ -70,7 +74,7 @@ final class KeepAlive: @unchecked Sendable {
     private func performed() {
         guard isExitRequested else { return }
         let loop = ThreadRunLoop.current
-        guard loop.runStack.count > 1 else { return }
+        guard loop.runningModes.count > 1 else { return }
         source?.signal()
         loop.stop()
     }

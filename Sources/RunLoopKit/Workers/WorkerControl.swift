@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 import Dispatch
 
 /// What a worker's handle and its thread share: the lifecycle, the loop, and the gate
@@ -69,7 +73,12 @@ final class WorkerControl: @unchecked Sendable {
     /// not the thread runs yet. `setUp`, if any, runs on the thread before its loop first
     /// runs; `waitUntilSetUp()` waits for it.
     func start(name: String, setUp: (@Sendable () -> Void)?) throws(WorkerError) {
-        let thread = try NativeThread.start(name: name) { [self] in main(setUp: setUp) }
+        let thread: NativeThread
+        do {
+            thread = try NativeThread.start(name: name) { [self] in main(setUp: setUp) }
+        } catch {
+            throw .threadCreationFailed(errno: error.errno)
+        }
         lock.withLock {
             self.thread = thread
             lifecycle = .running

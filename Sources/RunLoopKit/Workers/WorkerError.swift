@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Errors of worker threads, worker pools and the main loop's perform calls.
 ///
 /// Work handed to a worker either runs or fails with one of these; it is never dropped

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Handing work to a pool: each call goes to one worker, chosen by the pool's policy, and
 /// behaves as the same call on that `WorkerThread`. Any thread.
 extension WorkerPool {

@@ -1,3 +1,7 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 /// Handing work to a worker: the guide's Table 3-2 for a worker thread, a result-returning
 /// `sync`, a fire-and-forget `async`, delayed performs and cancellation. Any thread.
 ///

@@ -1,6 +1,10 @@
 import Dispatch
 import Foundation
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// The path of an executable of this package built next to the test bundle.

@@ -1,6 +1,10 @@
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 
 /// The process's threads, open descriptors and resident memory, from `/proc/self`.
 struct ProcessResources: CustomStringConvertible {

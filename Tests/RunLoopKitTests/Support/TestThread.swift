@@ -1,7 +1,11 @@
 import Dispatch
 import Foundation
 import Glibc
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 import XCTest
 
 /// A joinable thread, so that tests can wait for a thread to have fully exited

@@ -1,5 +1,9 @@
 import Foundation
+@testable import RunLoopCore
 @testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
 
 /// An inproc endpoint nobody has bound yet.
 func uniqueInprocEndpoint() -> String {

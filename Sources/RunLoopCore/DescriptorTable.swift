@@ -1,0 +1,267 @@
+import RunLoopSystem
+import CLinuxPoll
+import Glibc
+
+/// Every descriptor a loop watches in its poll set — its ports' `ZMQ_FD`s, its descriptor
+/// sources (signal and child-process sources are descriptor sources too) and, on the main
+/// thread's loop, Dispatch's main queue — with what each is watched for. Loop thread only.
+///
+/// One mechanism for all of them, after libuv's `uv__io_start`/`uv__io_stop`: a client
+/// says what it wants by marking its registration changed (`markChanged`), and the table
+/// brings the poll set in line once, just before the loop's next sleep (`applyChanges`):
+/// `EPOLL_CTL_ADD` when a descriptor starts being wanted, `MOD` when what is wanted
+/// changes, `DEL` when nothing is (so a paused port or a disabled, hung-up pipe cannot wake
+/// the loop). What a descriptor source wants depends on the mode being run — it is watched
+/// only while its loop runs in one of its modes — so a run in another mode than the last
+/// sleep's brings every source in line again; a loop without descriptor sources pays
+/// nothing for that.
+///
+/// Ports stay as they were otherwise (`PortSourceTable`): edge-triggered `ZMQ_FD`s whose
+/// readiness is confirmed with `ZMQ_EVENTS`. Descriptor sources and the main queue are
+/// level-triggered: their ready events wait here until step 9 of the pass hands them out.
+struct DescriptorTable {
+    /// Who a registration is for.
+    enum Client {
+        /// A port, by its token in `PortSourceTable`.
+        case port
+        case source(DescriptorSource)
+        /// Dispatch's main queue (main thread's loop only; see `ThreadRunLoop+MainQueue`).
+        case mainQueue
+    }
+
+    /// One descriptor in (or wanting to be in) the poll set.
+    final class Registration {
+        let descriptor: Int32
+        let token: UInt64
+        let client: Client
+        /// The events the poll set watches for now; 0 when the descriptor is not in it.
+        var registeredEvents: UInt32 = 0
+        /// For ports: paused (by a message stream's back-pressure) — wants nothing.
+        var isPaused = false
+        /// For sources: how many of the loop's modes hold it.
+        var modeCount = 0
+        /// Events the last wait reported, not yet handed out (sources and the main queue).
+        var readyEvents: UInt32 = 0
+        /// Why the poll set refused the descriptor, to be told in step 9.
+        var lostError: SystemCallError?
+        /// Whether it is in `changed` / in `ready`, so queueing never searches.
+        var isChanged = false
+        var isReady = false
+
+        init(descriptor: Int32, token: UInt64, client: Client) {
+            self.descriptor = descriptor
+            self.token = token
+            self.client = client
+        }
+    }
+
+    private var byToken: [UInt64: Registration] = [:]
+    private var bySource: [ObjectIdentifier: Registration] = [:]
+    private var nextToken: UInt64 = Poller.wakeToken + 1
+    /// Registrations whose wanted events may differ from their registered ones.
+    private var changed: [Registration] = []
+    /// Level-triggered registrations with events (or a loss) to hand out, in the order seen.
+    private(set) var ready: [Registration] = []
+    /// The mode the poll set was last brought in line for, and whether the main queue was
+    /// wanted then: a different one brings every source in line again.
+    private var appliedMode: ObjectIdentifier?
+    private var appliedMainQueueWanted = false
+    /// The main queue's registration, made on the main loop's first run.
+    private(set) var mainQueue: Registration?
+
+    /// Whether any level-triggered descriptor is watched now: then a pass that has a port
+    /// message to deliver still looks at the poll set, so that a busy port cannot starve them.
+    var watchesLevelTriggered: Bool { levelTriggeredWatched > 0 }
+    private var levelTriggeredWatched = 0
+
+    // MARK: - Registering
+
+    /// A registration for a port's descriptor, wanting `EPOLLIN` from the next sleep on.
+    mutating func registerPort(_ descriptor: Int32) -> Registration {
+        let registration = Registration(descriptor: descriptor, token: takeToken(), client: .port)
+        byToken[registration.token] = registration
+        markChanged(registration)
+        return registration
+    }
+
+    /// Counts one more mode for `source`, registering it the first time. Returns its registration.
+    @discardableResult
+    mutating func sourceAdded(_ source: DescriptorSource) -> Registration {
+        let id = ObjectIdentifier(source)
+        if let registration = bySource[id] {
+            registration.modeCount += 1
+            return registration
+        }
+        let registration = Registration(descriptor: source.descriptor, token: takeToken(), client: .source(source))
+        registration.modeCount = 1
+        byToken[registration.token] = registration
+        bySource[id] = registration
+        source.setInLoopTable(true)
+        markChanged(registration)
+        return registration
+    }
+
+    /// Counts one mode less for `source`; in none, takes it out of the poll set at once
+    /// (its owner may close the descriptor next) and forgets it. Returns whether it left.
+    @discardableResult
+    mutating func sourceRemoved(_ source: DescriptorSource, poller: Poller) -> Bool {
+        guard let registration = bySource[ObjectIdentifier(source)] else { return false }
+        registration.modeCount -= 1
+        if registration.modeCount > 0 {
+            markChanged(registration) // may no longer be in the running mode
+            return false
+        }
+        bySource[ObjectIdentifier(source)] = nil
+        unregister(registration, poller: poller)
+        source.setInLoopTable(false)
+        return true
+    }
+
+    /// The main queue's registration, wanting `EPOLLIN` whenever the loop runs in a common mode.
+    mutating func registerMainQueue(_ descriptor: Int32) -> Registration {
+        if let mainQueue { return mainQueue }
+        let registration = Registration(descriptor: descriptor, token: takeToken(), client: .mainQueue)
+        byToken[registration.token] = registration
+        mainQueue = registration
+        appliedMode = nil // bring it in line at the next sleep
+        return registration
+    }
+
+    /// Takes a registration out of the poll set at once and forgets it.
+    mutating func unregister(_ registration: Registration, poller: Poller) {
+        if registration.registeredEvents != 0 {
+            // The descriptor may already be closed (a port's socket, a source's lost descriptor).
+            try? poller.deregister(registration.descriptor)
+            setRegistered(registration, 0)
+        }
+        byToken[registration.token] = nil
+        if registration.isReady { ready.removeAll { $0 === registration } }
+        registration.isReady = false
+        registration.readyEvents = 0
+    }
+
+    func registration(of source: DescriptorSource) -> Registration? { bySource[ObjectIdentifier(source)] }
+
+    /// What a port or source wants may have changed: brought in line before the next sleep.
+    mutating func markChanged(_ registration: Registration) {
+        guard !registration.isChanged else { return }
+        registration.isChanged = true
+        changed.append(registration)
+    }
+
+    // MARK: - Before the sleep
+
+    /// Brings the poll set in line with what each registration wants while the loop runs
+    /// `items`' mode (`mainQueueWanted`: the main queue is to be serviced in it). A
+    /// descriptor the kernel refuses is queued as ready with its error, for step 9 (a
+    /// port's or the main queue's cannot be refused short of a bug: that stops the program).
+    mutating func applyChanges(runningMode items: ModeItems, mainQueueWanted: Bool, poller: Poller) {
+        let mode = ObjectIdentifier(items)
+        if mode != appliedMode || mainQueueWanted != appliedMainQueueWanted {
+            appliedMode = mode
+            appliedMainQueueWanted = mainQueueWanted
+            for registration in bySource.values { markChanged(registration) }
+            if let mainQueue { markChanged(mainQueue) }
+        }
+        guard !changed.isEmpty else { return }
+        let batch = changed
+        changed.removeAll(keepingCapacity: true)
+        for registration in batch {
+            registration.isChanged = false
+            guard byToken[registration.token] === registration else { continue } // unregistered meanwhile
+            let wanted = wantedEvents(registration, items, mainQueueWanted)
+            guard wanted != registration.registeredEvents else { continue }
+            apply(wanted, to: registration, poller: poller)
+        }
+    }
+
+    /// Whether the poll set is not yet in line with what `items`' mode wants: changes made
+    /// since the last sleep, or another mode than that sleep's. A pass with a port message
+    /// to deliver then still goes through the (looking-only) sleep, which applies them, so
+    /// that a port ready from the start cannot keep a new descriptor out of the poll set.
+    func needsApplying(for items: ModeItems) -> Bool {
+        !changed.isEmpty || (ObjectIdentifier(items) != appliedMode && (!bySource.isEmpty || mainQueue != nil))
+    }
+
+    private func wantedEvents(_ registration: Registration, _ items: ModeItems, _ mainQueueWanted: Bool) -> UInt32 {
+        switch registration.client {
+        case .port: return registration.isPaused ? 0 : EPOLLIN.rawValue
+        case .mainQueue: return mainQueueWanted ? EPOLLIN.rawValue : 0
+        case .source(let source):
+            guard registration.lostError == nil, items.contains(.descriptor(source)) else { return 0 }
+            return source.wantedEpollEvents
+        }
+    }
+
+    private mutating func apply(_ wanted: UInt32, to registration: Registration, poller: Poller) {
+        let fd = registration.descriptor, token = registration.token
+        do {
+            switch (registration.registeredEvents, wanted) {
+            case (0, _): try poller.register(fd, token: token, events: wanted)
+            case (_, 0): try poller.deregister(fd)
+            default: try poller.modify(fd, token: token, events: wanted)
+            }
+            setRegistered(registration, wanted)
+        } catch {
+            guard case .source = registration.client else {
+                preconditionFailure("cannot watch a \(registration.client) descriptor in the poll set: \(error)")
+            }
+            setRegistered(registration, 0)
+            registration.lostError = error
+            enqueueReady(registration)
+        }
+    }
+
+    private mutating func setRegistered(_ registration: Registration, _ events: UInt32) {
+        let levelTriggered: Bool
+        if case .port = registration.client { levelTriggered = false } else { levelTriggered = true }
+        if levelTriggered {
+            if registration.registeredEvents == 0 && events != 0 { levelTriggeredWatched += 1 }
+            if registration.registeredEvents != 0 && events == 0 { levelTriggeredWatched -= 1 }
+        }
+        registration.registeredEvents = events
+    }
+
+    // MARK: - After the sleep
+
+    /// The wait reported `token`: a port's registration is returned for `PortSourceTable`;
+    /// a source's or the main queue's events wait here for step 9.
+    mutating func reported(_ token: UInt64, events: UInt32) -> Registration? {
+        guard let registration = byToken[token] else { return nil }
+        if case .port = registration.client { return registration }
+        registration.readyEvents |= events
+        enqueueReady(registration)
+        return nil
+    }
+
+    /// Makes the main queue's registration ready without a report (its first service).
+    mutating func mainQueueReady() {
+        guard let mainQueue else { return }
+        mainQueue.readyEvents |= EPOLLIN.rawValue
+        enqueueReady(mainQueue)
+    }
+
+    /// Takes the ready registrations, for step 9; each is handed out once per report.
+    mutating func takeReady() -> [Registration] {
+        let taken = ready
+        ready.removeAll(keepingCapacity: true)
+        for registration in taken { registration.isReady = false }
+        return taken
+    }
+
+    /// Every source registered, for teardown.
+    var allSources: [DescriptorSource] {
+        bySource.values.compactMap { if case .source(let source) = $0.client { source } else { nil } }
+    }
+
+    private mutating func enqueueReady(_ registration: Registration) {
+        guard !registration.isReady else { return }
+        registration.isReady = true
+        ready.append(registration)
+    }
+
+    private mutating func takeToken() -> UInt64 {
+        defer { nextToken += 1 }
+        return nextToken
+    }
+}

@@ -1,0 +1,38 @@
+import RunLoopSystem
+/// Why a run loop's port dropped a message rather than deliver it: the categories of
+/// `LoopCounters.messagesDropped` and of the `reason` dimension of the drop metric.
+///
+/// Each drop is also logged at `.debug` on `runloopkit.port`, with the detail.
+public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomStringConvertible {
+    /// ZeroMQ failed to hand over a message the port's socket announced.
+    case receiveFailed
+    /// Not a valid RunLoopKit wire message (bad header, frames, limits or addresses).
+    case malformed
+    /// A wire format version this receiver does not know (see docs/wire-format.md).
+    case unsupportedVersion
+    /// A message or request reached a port that has no handler.
+    case noHandler
+    /// A reply came for a request nobody waits for any more (it timed out, or is unknown).
+    case lateReply
+    /// A handler's reply could not be sent: the requester's connection holds as many
+    /// replies as it may (`ZMQ_SNDHWM`) because the requester does not read them.
+    case replyNotSent
+    /// A handler's reply had nowhere to go: the requester's connection closed (it exited,
+    /// was killed, or gave up) before the reply was ready. Dropped at once, never waited on.
+    case requesterGone
+
+    public var description: String { rawValue }
+
+    /// The position in `allCases`, for counters kept in a flat array.
+    var index: Int {
+        switch self {
+        case .receiveFailed: 0
+        case .malformed: 1
+        case .unsupportedVersion: 2
+        case .noHandler: 3
+        case .lateReply: 4
+        case .replyNotSent: 5
+        case .requesterGone: 6
+        }
+    }
+}

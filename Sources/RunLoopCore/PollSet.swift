@@ -1,0 +1,113 @@
+import RunLoopSystem
+import CLinuxPoll
+import Glibc
+
+/// The epoll instance a loop with port sources sleeps in, with the eventfd that wakes it:
+/// made by `Poller` when the loop's first port descriptor is registered, so that a loop
+/// without ports (a plain worker's) never creates or closes either descriptor.
+///
+/// Thread safety: `wake()` from any thread that saw the loop commit to sleep in it (after
+/// `init`, the descriptors never change until `close()`); everything else on the loop's thread.
+struct PollSet {
+    /// The token reported for the wake-up eventfd; port sources use tokens from 1 up.
+    static let wakeToken: UInt64 = 0
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+
+    init() throws(SystemCallError) {
+        epollFD = try systemCall("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
+        do {
+            wakeFD = try systemCall("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) }
+        } catch {
+            Glibc.close(epollFD)
+            throw error
+        }
+        do {
+            try PollSet.control(EPOLL_CTL_ADD, "epoll_ctl(ADD)", wakeFD, token: PollSet.wakeToken,
+                                events: EPOLLIN.rawValue, in: epollFD)
+        } catch {
+            Glibc.close(wakeFD)
+            Glibc.close(epollFD)
+            throw error
+        }
+    }
+
+    /// Closes both descriptors; once, when the loop's poller goes.
+    func close() {
+        Glibc.close(wakeFD)
+        Glibc.close(epollFD)
+    }
+
+    /// Adds a descriptor, reported with `token` when one of `events` (epoll's bits) is
+    /// ready, level-triggered, via `epoll_ctl(EPOLL_CTL_ADD)`.
+    func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        try PollSet.control(EPOLL_CTL_ADD, "epoll_ctl(ADD)", fd, token: token, events: events, in: epollFD)
+    }
+
+    /// Changes what a registered descriptor is watched for, via `epoll_ctl(EPOLL_CTL_MOD)`.
+    func modify(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        try PollSet.control(EPOLL_CTL_MOD, "epoll_ctl(MOD)", fd, token: token, events: events, in: epollFD)
+    }
+
+    /// Removes a descriptor, via `epoll_ctl(EPOLL_CTL_DEL)`.
+    func deregister(_ fd: Int32) throws(SystemCallError) {
+        var event = epoll_event()
+        try systemCall("epoll_ctl(DEL)") { epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, &event) }
+    }
+
+    /// Makes the loop's sleep in the set return. Any thread.
+    func wake() {
+        var one: UInt64 = 1
+        _ = try? systemCall("write(eventfd)") { write(wakeFD, &one, 8) }
+    }
+
+    /// Reads the wake-up count, so that the eventfd is no longer readable.
+    func drainWakeUps() {
+        var value: UInt64 = 0
+        _ = read(wakeFD, &value, 8) // EAGAIN is fine: a late writer's count is read next time.
+    }
+
+    /// `epoll_pwait2` with a nanosecond timeout, falling back to `epoll_wait` rounded up to
+    /// whole milliseconds (never early) where the kernel lacks it (`preciseWaitAvailable`
+    /// is then cleared). Fills `events`; returns how many are ready. The time left is
+    /// computed afresh on each attempt, so a signal (`EINTR`) never stretches the wait.
+    func waitForEvents(until deadline: Deadline, into events: inout [epoll_event],
+                       preciseWaitAvailable: inout Bool) throws(SystemCallError) -> Int {
+        let capacity = Int32(events.count)
+        let infinite = deadline == .distantFuture
+        func remaining() -> UInt64 {
+            let now = Deadline.now()
+            return deadline > now ? deadline.rawValue - now.rawValue : 0
+        }
+        if preciseWaitAvailable {
+            do {
+                return Int(try systemCall("epoll_pwait2") {
+                    let left = remaining()
+                    var timeout = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+                    return events.withUnsafeMutableBufferPointer { buffer in
+                        infinite
+                            ? epoll_pwait2(epollFD, buffer.baseAddress, capacity, nil, nil)
+                            : epoll_pwait2(epollFD, buffer.baseAddress, capacity, &timeout, nil)
+                    }
+                })
+            } catch where error.errno == ENOSYS {
+                preciseWaitAvailable = false
+            }
+        }
+        return Int(try systemCall("epoll_wait") {
+            let milliseconds = infinite ? -1 : Int32(clamping: (remaining() + 999_999) / 1_000_000)
+            return events.withUnsafeMutableBufferPointer { buffer in
+                epoll_wait(epollFD, buffer.baseAddress, capacity, milliseconds)
+            }
+        })
+    }
+
+    private static func control(_ operation: Int32, _ name: StaticString, _ fd: Int32, token: UInt64,
+                                events: UInt32, in epollFD: Int32) throws(SystemCallError) {
+        var event = epoll_event()
+        event.events = events
+        event.data.u64 = token
+        try systemCall("\(name)") { epoll_ctl(epollFD, operation, fd, &event) }
+    }
+}

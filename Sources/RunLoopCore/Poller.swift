@@ -1,0 +1,166 @@
+import RunLoopSystem
+import CLinuxPoll
+import Glibc
+import Synchronization
+
+/// Where a run loop sleeps (step 7 of the pass), and how other threads wake it.
+///
+/// A loop without port sources sleeps on a futex: its sleep/wake handshake word itself,
+/// with a nanosecond deadline (`FUTEX_WAIT_BITSET`, absolute on `CLOCK_MONOTONIC`). Once
+/// a port descriptor is registered, it sleeps in a poll set (`PollSet`: epoll with a
+/// wake-up eventfd, waited on with `epoll_pwait2`). So a worker that never holds a port
+/// makes no descriptor at all: no `epoll_create1`, `eventfd`, `epoll_ctl` or `close` per
+/// thread, and a pass that only looks (after handling a source) makes no system call.
+///
+/// Thread safety: `wake()` and `isSleeping` may be used from any thread; everything
+/// else only from the loop's thread.
+package final class Poller: @unchecked Sendable {
+    /// The token reported for the wake-up eventfd; port sources use tokens from 1 up.
+    static let wakeToken: UInt64 = PollSet.wakeToken
+
+    /// The sleep/wake handshake, shared with waking threads (atomic), and the futex word a
+    /// loop without a poll set sleeps on. The loop sets a sleeping bit as it commits to
+    /// sleep (which one says where it sleeps), `wake()` sets `wakePending`. Allocated, so
+    /// that its address is stable for the kernel.
+    private let state: UnsafeMutablePointer<Atomic<UInt32>>
+    private static let sleepingOnFutex: UInt32 = 1
+    private static let wakePending: UInt32 = 2
+    private static let sleepingInPollSet: UInt32 = 4
+
+    /// Made by the first `register`, on the loop's thread, and never changed after (until
+    /// deinit). Wakers read it only after seeing `sleepingInPollSet`, which the loop sets
+    /// (releasing) after making it.
+    private var pollSet: PollSet?
+    /// Whether `epoll_pwait2` exists on this kernel; loop thread only.
+    private var preciseWaitAvailable = true
+    /// Reused buffer of ready events, allocated with the poll set; loop thread only.
+    private var events: [epoll_event] = []
+    /// Wakes the poll set for far deadlines; made on first use, loop thread only.
+    private var farDeadlineTimer: FarDeadlineTimer?
+
+    init() {
+        state = .allocate(capacity: 1)
+        state.initialize(to: Atomic(0))
+    }
+
+    deinit {
+        farDeadlineTimer?.close()
+        pollSet?.close()
+        state.deinitialize(count: 1)
+        state.deallocate()
+    }
+
+    /// Adds a descriptor, reported with `token` when one of `events` (epoll's bits) is
+    /// ready, level-triggered, via `epoll_ctl(EPOLL_CTL_ADD)`; the first one makes the poll set.
+    func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        if pollSet == nil {
+            pollSet = try PollSet()
+            self.events = [epoll_event](repeating: epoll_event(), count: 64)
+        }
+        try pollSet!.register(fd, token: token, events: events)
+    }
+
+    /// Changes what a registered descriptor is watched for, via `epoll_ctl(EPOLL_CTL_MOD)`.
+    func modify(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
+        guard let pollSet else { throw SystemCallError(call: "epoll_ctl(MOD)", errno: ENOENT) }
+        try pollSet.modify(fd, token: token, events: events)
+    }
+
+    /// Removes a descriptor, via `epoll_ctl(EPOLL_CTL_DEL)`.
+    func deregister(_ fd: Int32) throws(SystemCallError) {
+        guard let pollSet else { throw SystemCallError(call: "epoll_ctl(DEL)", errno: ENOENT) }
+        try pollSet.deregister(fd)
+    }
+
+    /// True while the loop's thread is committed to sleeping in `wait`. Any thread.
+    var isSleeping: Bool {
+        state.pointee.load(ordering: .acquiring) & (Poller.sleepingOnFutex | Poller.sleepingInPollSet) != 0
+    }
+
+    /// Makes the loop's current or next wait return at once. Any thread.
+    ///
+    /// Wakes the futex or writes the eventfd only when the loop is asleep; a loop that is
+    /// awake sees the pending flag before it commits to sleeping, so no wake-up is lost.
+    package func wake() {
+        let old = state.pointee.bitwiseOr(Poller.wakePending, ordering: .acquiringAndReleasing).oldValue
+        switch old {
+        case Poller.sleepingOnFutex: _ = clinux_futex_wake(futexWord)
+        case Poller.sleepingInPollSet: pollSet?.wake()
+        default: break
+        }
+    }
+
+    /// Waits until a registered descriptor is ready, `deadline` passes or `wake()` is called,
+    /// then calls `ready` with the token and the ready events (epoll's bits) of each ready
+    /// registered descriptor. With `poll` set it only looks, without sleeping.
+    func wait(until deadline: Deadline, poll: Bool, ready: (UInt64, UInt32) -> Void) throws(SystemCallError) {
+        guard let pollSet else {
+            // No descriptors to look at: only a sleep, if no wake-up is pending.
+            defer { state.pointee.store(0, ordering: .releasing) }
+            if !poll && commitToSleep(Poller.sleepingOnFutex) { try sleepOnFutex(until: deadline) }
+            return
+        }
+        while true {
+            // A far deadline arms the timerfd instead of a timeout (see `FarDeadlineTimer`);
+            // armed before the commit, so that nothing can fail between the commit and the wait.
+            let far = !poll && deadline != .distantFuture
+                && deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold
+            if far { try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet) }
+            // Commit to sleep only if no wake-up is pending; otherwise just look.
+            let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
+            let waitUntil = !committed ? Deadline(rawValue: 0) : far ? .distantFuture : deadline
+            let count = try pollSet.waitForEvents(until: waitUntil, into: &events, preciseWaitAvailable: &preciseWaitAvailable)
+            state.pointee.store(0, ordering: .releasing)
+            var onlyTheTimerFired = count > 0
+            for index in 0..<count {
+                switch events[index].data.u64 {
+                case Poller.wakeToken: pollSet.drainWakeUps(); onlyTheTimerFired = false
+                case FarDeadlineTimer.token: farDeadlineTimer?.fired()
+                case let token: ready(token, events[index].events); onlyTheTimerFired = false
+                }
+            }
+            // The timerfd kept an earlier sleep's deadline and fired before this one's: that
+            // is nobody's event, so sleep on (re-armed) rather than wake the loop for nothing.
+            guard committed, onlyTheTimerFired, Deadline.now() < deadline else { return }
+        }
+    }
+
+    /// Arms the far-deadline timer, making it and adding it to the poll set the first time.
+    private func armFarDeadlineTimer(atOrBefore deadline: Deadline, in pollSet: PollSet) throws(SystemCallError) {
+        if farDeadlineTimer == nil {
+            let timer = try FarDeadlineTimer()
+            do {
+                try pollSet.register(timer.descriptor, token: FarDeadlineTimer.token, events: EPOLLIN.rawValue)
+            } catch {
+                timer.close()
+                throw error
+            }
+            farDeadlineTimer = timer
+        }
+        try farDeadlineTimer!.fire(atOrBefore: deadline)
+    }
+
+    /// Sets `sleeping` if no wake-up is pending; returns whether it did.
+    private func commitToSleep(_ sleeping: UInt32) -> Bool {
+        state.pointee.compareExchange(expected: 0, desired: sleeping, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// Sleeps on the state word while it still says `sleepingOnFutex` (no wake-up since the
+    /// commit), until `deadline`. A spurious return or a signal (`EINTR`) only makes it
+    /// check the word again; the deadline is absolute, so it never stretches.
+    private func sleepOnFutex(until deadline: Deadline) throws(SystemCallError) {
+        while state.pointee.load(ordering: .acquiring) == Poller.sleepingOnFutex {
+            guard clinux_futex_wait(futexWord, Poller.sleepingOnFutex, deadline.rawValue) == -1 else { continue }
+            switch errno {
+            case ETIMEDOUT: return
+            case EAGAIN, EINTR: continue // the word changed (a wake-up), or a signal: look again
+            case let code: throw SystemCallError(call: "futex(WAIT_BITSET)", errno: code)
+            }
+        }
+    }
+
+    /// The state word's address, as the kernel's futex calls take it.
+    private var futexWord: UnsafeMutablePointer<UInt32> {
+        UnsafeMutableRawPointer(state).assumingMemoryBound(to: UInt32.self)
+    }
+}

@@ -1,0 +1,154 @@
+import RunLoopSystem
+/// The port sources of one loop: their poll-set registrations and the queue of ports
+/// known to hold a message. Loop thread only.
+///
+/// A port is registered in the poll set while it is in at least one mode and not paused,
+/// through the loop's `DescriptorTable` like every other descriptor. It is queued as
+/// ready when it is added or resumed, when its descriptor fires
+/// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
+/// after each message it delivers; it leaves the queue when a receive finds it drained.
+/// A port queued for another mode stays there, without waking the loop again, until a run
+/// in one of its modes drains it.
+struct PortSourceTable {
+    /// One registered port and its place in the table. Handed to the pass by `nextReady`
+    /// and back by `willDeliver`/`didDeliver`, so delivering looks nothing up.
+    final class Entry {
+        let port: any PortSourceDriver
+        /// Its descriptor's place in the loop's `DescriptorTable`.
+        let registration: DescriptorTable.Registration
+        var token: UInt64 { registration.token }
+        var modeCount = 1
+        /// Whether the entry is in `ready`, so queueing never searches the queue.
+        var isQueued = false
+        /// False once the port has left the loop (while its message was being delivered, say).
+        var isRegistered = true
+
+        init(port: any PortSourceDriver, registration: DescriptorTable.Registration) {
+            self.port = port
+            self.registration = registration
+        }
+    }
+
+    /// By poll token, for the poll set's reports.
+    private var byToken: [UInt64: Entry] = [:]
+    /// By port, for adding and removing.
+    private var byPort: [ObjectIdentifier: Entry] = [:]
+    /// Ready ports in the order they became ready, served round-robin.
+    private var ready: [Entry] = []
+
+    var isEmpty: Bool { byPort.isEmpty }
+
+    /// Counts one more mode for `port`, registering it the first time (it joins the poll
+    /// set before the loop's next sleep).
+    mutating func added(_ port: any PortSourceDriver, descriptors: inout DescriptorTable) {
+        let id = ObjectIdentifier(port)
+        if let entry = byPort[id] {
+            entry.modeCount += 1
+            return
+        }
+        let entry = Entry(port: port, registration: descriptors.registerPort(port.pollDescriptor))
+        byPort[id] = entry
+        byToken[entry.token] = entry
+        // A burst may have arrived before the port was added, with no signal left on its
+        // descriptor: it is queued, and the pass's receive finds out. Not `ZMQ_EVENTS`:
+        // processing the socket's commands first could process a peer's disconnect before
+        // the reply it sent just before, and libzmq drops what a connecting socket's
+        // closed connection still held.
+        enqueue(entry)
+    }
+
+    /// Counts one mode less for `port`, leaving the poll set when it is in none.
+    mutating func removed(_ port: any PortSourceDriver, descriptors: inout DescriptorTable, poller: Poller) {
+        guard let entry = byPort[ObjectIdentifier(port)] else { return }
+        entry.modeCount -= 1
+        guard entry.modeCount == 0 else { return }
+        descriptors.unregister(entry.registration, poller: poller) // at once: the port may close its socket next
+        byPort[ObjectIdentifier(port)] = nil
+        byToken[entry.token] = nil
+        entry.isRegistered = false
+        dequeue(entry)
+        port.detachedFromLoop()
+    }
+
+    /// The poll set reported the port's descriptor. A port of the running mode is queued
+    /// to be drained now (its receives confirm that it is drained); any other port is asked
+    /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
+    /// another mode never keeps waking the loop.
+    mutating func descriptorReady(_ token: UInt64, runningMode items: ModeItems) {
+        guard let entry = byToken[token], !entry.registration.isPaused else { return }
+        if items.contains(.port(entry.port)) || entry.port.hasPendingMessage() {
+            enqueue(entry)
+        } else {
+            dequeue(entry)
+        }
+    }
+
+    /// The first ready port that is in `items`' mode and not paused.
+    func nextReady(in items: ModeItems) -> Entry? {
+        for entry in ready where !entry.registration.isPaused && items.contains(.port(entry.port)) {
+            return entry
+        }
+        return nil
+    }
+
+    /// Takes `entry` off the ready queue before one of its messages is delivered.
+    /// (Delivery runs user code, which may add or remove ports, so it happens outside
+    /// any mutation of the table: see `ThreadRunLoop.deliverOneMessage(from:)`.)
+    mutating func willDeliver(from entry: Entry) {
+        dequeue(entry)
+    }
+
+    /// Requeues `entry` at the back unless the receive found it drained (or it was removed
+    /// meanwhile): a port is drained until a receive comes back empty.
+    mutating func didDeliver(from entry: Entry, _ outcome: PortDelivery) {
+        guard outcome != .empty, entry.isRegistered else { return }
+        enqueue(entry)
+    }
+
+    /// After a send on `port`'s socket, which may have taken the socket's pending commands
+    /// and with them the descriptor's signal: asks `ZMQ_EVENTS` and queues the port as
+    /// ready if a message waits.
+    mutating func queueIfMessageWaits(_ port: any PortSourceDriver) {
+        guard let entry = byPort[ObjectIdentifier(port)], entry.port.hasPendingMessage() else { return }
+        enqueue(entry)
+    }
+
+    /// Whether `port` is queued as ready (its next pass in one of its modes will try to
+    /// receive from it), as the table knows it: a question to the table only, never to
+    /// the socket, so that a snapshot changes nothing.
+    func isQueuedAsReady(_ port: any PortSourceDriver) -> Bool {
+        byPort[ObjectIdentifier(port)]?.isQueued ?? false
+    }
+
+    /// Pauses a port without taking it out of its modes (a message stream's back-pressure):
+    /// its descriptor leaves the poll set before the next sleep and no message of it is
+    /// delivered; resumed, it comes back and is queued if a message waits. Returns false if
+    /// the port is in no mode.
+    mutating func setPaused(_ port: any PortSourceDriver, _ paused: Bool, descriptors: inout DescriptorTable) -> Bool {
+        guard let entry = byPort[ObjectIdentifier(port)] else { return false }
+        guard entry.registration.isPaused != paused else { return true }
+        entry.registration.isPaused = paused
+        descriptors.markChanged(entry.registration)
+        if !paused { enqueue(entry) } // signals that came while it was out of the poll set: the receive finds out
+        return true
+    }
+
+    func isPaused(_ port: any PortSourceDriver) -> Bool {
+        byPort[ObjectIdentifier(port)]?.registration.isPaused ?? false
+    }
+
+    /// Every registered port, for teardown.
+    var allPorts: [any PortSourceDriver] { byPort.values.map(\.port) }
+
+    private mutating func enqueue(_ entry: Entry) {
+        guard !entry.isQueued else { return }
+        entry.isQueued = true
+        ready.append(entry)
+    }
+
+    private mutating func dequeue(_ entry: Entry) {
+        guard entry.isQueued, let index = ready.firstIndex(where: { $0 === entry }) else { return }
+        entry.isQueued = false
+        ready.remove(at: index)
+    }
+}

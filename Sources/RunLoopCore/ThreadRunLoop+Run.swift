@@ -1,0 +1,174 @@
+import RunLoopSystem
+/// Running the loop: the run variants and the pass, which follows the guide's sequence
+/// of events step by step. Loop thread only.
+extension ThreadRunLoop {
+    /// Runs in the default mode until `stop()` or until the mode has nothing left
+    /// (`CFRunLoopRun`). Unlike `-[NSRunLoop run]`, `stop()` does end it.
+    public func run() {
+        _ = run(mode: .default, until: .distantFuture, returnAfterSourceHandled: false)
+    }
+
+    /// Runs in the default mode until `deadline`, `stop()`, or until the mode has nothing left.
+    public func run(until deadline: Deadline) {
+        _ = run(mode: .default, until: deadline, returnAfterSourceHandled: false)
+    }
+
+    /// Runs once in `mode` until a non-timer source has been handled or `deadline` passes
+    /// (`-[NSRunLoop runMode:beforeDate:]`). Returns true when a source was handled; false
+    /// when the loop could not run (empty mode), timed out or was stopped.
+    @discardableResult
+    public func run(mode: LoopMode, before deadline: Deadline) -> Bool {
+        run(mode: mode, until: deadline, returnAfterSourceHandled: true) == .handledSource
+    }
+
+    /// Runs in `mode` for at most `timeout` (`CFRunLoopRunInMode`). A timeout of zero or
+    /// less makes one pass without sleeping.
+    public func run(mode: LoopMode, timeout: Duration, returnAfterSourceHandled: Bool) -> RunResult {
+        run(mode: mode, until: .after(timeout), returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// Runs in `mode` until `deadline` (`CFRunLoopRunSpecific`): returns `.finished` at once
+    /// if the mode has no sources or timers, else tells the observers of entry, makes
+    /// passes until a result, and tells them of exit. Runs nest, in any mode.
+    public func run(mode: LoopMode, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
+        assertOwnerThread()
+        guard lifecycle == .open else { return .finished }
+        prepareMainQueueIfNeeded(for: mode)
+        guard let items = items(forRunning: mode), !isEmpty(items) else { return .finished }
+        runStack.append(mode)
+        defer { runStack.removeLast() }
+        notifyObservers(of: .entry, in: items) //                               step 1
+        let result = makePasses(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+        notifyObservers(of: .exit, in: items) //                                step 10
+        return result
+    }
+
+    /// The items of `mode`, nil if it has none or is `.common` (never run itself).
+    private func items(forRunning mode: LoopMode) -> ModeItems? {
+        if let last = lastRunItems, last.mode == mode { return last }
+        guard mode != .common else { return nil }
+        guard let items = modes[mode] ?? itemsForMainQueue(mode) else { return nil }
+        lastRunItems = items
+        return items
+    }
+
+    /// Steps 2 to 9, repeated until the run has a result.
+    private func makePasses(in items: ModeItems, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        let pollOnly = deadline <= .now()
+        while true {
+            let pass = instruments.passBegins()
+            defer { instruments.passEnds(pass) }
+            runControlActions()
+            notifyObservers(of: .beforeTimers, in: items) //                    step 2
+            notifyObservers(of: .beforeSources, in: items) //                   step 3
+            var handledSource = fireInputSources(in: items) //                  step 4
+            var readyPort = ports.nextReady(in: items) //                       step 5
+            // A ready port skips the sleep, but level-triggered descriptors are still looked
+            // at, so that a busy port cannot starve them (nor keep them out of the poll set).
+            if readyPort == nil || descriptors.watchesLevelTriggered || descriptors.needsApplying(for: items) {
+                sleep(in: items, until: deadline, pollOnly: pollOnly || handledSource || readyPort != nil) // steps 6-8
+                if readyPort == nil { readyPort = ports.nextReady(in: items) }
+            }
+            fireDueTimers(in: items) //                                         step 9
+            if fireReadyDescriptors(in: items) { handledSource = true } //       step 9
+            if let readyPort, deliverOneMessage(from: readyPort) { handledSource = true } // step 9
+            if let result = passResult(items, deadline, handledSource, returnAfterSourceHandled) {
+                return result
+            }
+        }
+    }
+
+    /// Step 4: perform requests (all queued ones, FIFO), then signalled sources in order.
+    private func fireInputSources(in items: ModeItems) -> Bool {
+        var handled = performQueuedRequests(in: items.mode)
+        for source in items.sources where source.performIfSignalled() {
+            handled = true
+        }
+        return handled
+    }
+
+    /// Steps 6 to 8: tell observers, sleep in the poll set until a port, the next timer,
+    /// the deadline or a wake-up, tell observers. When a source was just handled or the
+    /// run has no time, it only looks (no sleep, so no sleep notifications), as CF does.
+    private func sleep(in items: ModeItems, until deadline: Deadline, pollOnly: Bool) {
+        // Changes of what is watched are applied once, now; a descriptor refused meanwhile
+        // is ready (with its error), so the pass only looks.
+        descriptors.applyChanges(runningMode: items, mainQueueWanted: mainQueueWanted(in: items), poller: poller)
+        let pollOnly = pollOnly || !descriptors.ready.isEmpty
+        if !pollOnly { notifyObservers(of: .beforeWaiting, in: items) } //      step 6
+        let wakeTime = min(deadline, timerWakeTime(in: items))
+        let asleepSince = instruments.sleepBegins()
+        do { //                                                                 step 7
+            try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
+                if let port = descriptors.reported(token, events: events) {
+                    ports.descriptorReady(port.token, runningMode: items)
+                }
+            }
+        } catch {
+            preconditionFailure("RunLoopKit's poll set failed: \(error)")
+        }
+        instruments.sleepEnds(since: asleepSince, slept: !pollOnly)
+        runControlActions() // finish invalidations made from other threads while asleep
+        if !pollOnly { notifyObservers(of: .afterWaiting, in: items) } //       step 8
+    }
+
+    /// Step 9 for ports: delivers one message of a ready port, then requeues the port at the
+    /// back of the ready queue until a receive finds it drained.
+    private func deliverOneMessage(from port: PortSourceTable.Entry) -> Bool {
+        ports.willDeliver(from: port)
+        let outcome = port.port.handleOneMessage()
+        if outcome == .delivered { instruments.messageHandled() }
+        ports.didDeliver(from: port, outcome)
+        return outcome == .delivered
+    }
+
+    /// Step 9 for timers: fires each due timer once, earliest first.
+    private func fireDueTimers(in items: ModeItems) {
+        guard !items.timers.isEmpty else { return }
+        let now = Deadline.now()
+        guard items.timers.contains(where: { $0.isValid && $0.fireDate <= now }) else { return } // no allocation
+        let due = items.timers.filter { $0.isValid && $0.fireDate <= now }.sorted { $0.fireDate < $1.fireDate }
+        for timer in due where timer.isValid && timer.fireDate <= now {
+            timer.fire()
+        }
+    }
+
+    /// How a run ends after a pass, in `__CFRunLoopRun`'s order; nil to go on.
+    private func passResult(_ items: ModeItems, _ deadline: Deadline, _ handledSource: Bool,
+                            _ returnAfterSourceHandled: Bool) -> RunResult? {
+        if handledSource && returnAfterSourceHandled { return .handledSource }
+        if deadline != .distantFuture && Deadline.now() >= deadline { return .timedOut }
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        if isEmpty(items) { return .finished }
+        return nil
+    }
+
+    /// When to wake for the mode's timers: the latest fire date that is not after any
+    /// timer's latest acceptable time (fire date + tolerance), so timers whose tolerance
+    /// windows overlap fire in one wake-up and none fires later than its tolerance.
+    func timerWakeTime(in items: ModeItems) -> Deadline {
+        var limit = Deadline.distantFuture
+        for timer in items.timers where timer.isValid { limit = min(limit, timer.latestFireDate) }
+        guard limit != .distantFuture else { return .distantFuture }
+        var wake = Deadline(rawValue: 0)
+        for timer in items.timers where timer.isValid && timer.fireDate <= limit {
+            wake = max(wake, timer.fireDate)
+        }
+        return wake
+    }
+
+    /// Tells the mode's observers of `activity`, in their order.
+    func notifyObservers(of activity: LoopActivity, in items: ModeItems) {
+        guard items.observedActivities.contains(activity) else { return }
+        for observer in items.observers where observer.isValid && observer.activities.contains(activity) {
+            observer.notify(activity)
+        }
+    }
+
+    /// A mode is empty when it has no sources, ports or live timers, no perform request is
+    /// waiting for it and (on the main loop, in a common mode) the main queue has no work.
+    func isEmpty(_ items: ModeItems) -> Bool {
+        !items.hasSourcesOrTimers && !hasPendingPerformRequests(for: items.mode) && !mainQueueHasWork(in: items)
+    }
+}

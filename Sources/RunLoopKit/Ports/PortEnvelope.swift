@@ -1,0 +1,69 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
+/// A port message with what the wire adds to it: what it is for and, for request/reply,
+/// its correlation id. The sending path encodes one straight into a socket's frames and
+/// the receiving path decodes one straight from them (`WireCodec`), with no
+/// `WireMessage` in between; `WireMessage` is the codec's model for tests and the fuzzer.
+struct PortEnvelope: Sendable, Equatable {
+    var kind: WireKind
+    /// 0 for plain messages; a request's id, echoed by its reply.
+    var correlationID: UInt64
+    var message: LoopMessage
+    /// For a request a port received: the connection it came in on, for the reply.
+    var returnPath: ReturnPath?
+
+    init(_ kind: WireKind, _ message: LoopMessage, correlationID: UInt64 = 0, returnPath: ReturnPath? = nil) {
+        self.kind = kind
+        self.message = message
+        self.correlationID = correlationID
+        self.returnPath = returnPath
+    }
+
+    /// The codec's model of the same message.
+    var wireMessage: WireMessage {
+        message.wire(kind: kind, correlationID: correlationID)
+    }
+}
+
+extension PortEnvelope {
+    /// The message in `frames` (the wire message's own, after any routing id), checked
+    /// against the format and `limits` (`WireCodec.checkedHeader`, then the addresses in
+    /// frame order), read where libzmq put the frames: only each data component is
+    /// copied, once, into the `LoopMessage` delivered.
+    ///
+    /// - Parameter replyAddresses: the receiving port's last validated reply address,
+    ///   reused when the frame holds the same bytes.
+    static func decode(frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
+                       replyAddresses: inout ReplyAddressCache) throws(WireFormatError) -> PortEnvelope {
+        let header = try WireCodec.checkedHeader(frames, limits: limits)
+        var replyPort: RemotePort?
+        if !frames[1].isEmpty {
+            guard let port = replyAddresses.port(at: frames[1], maxBytes: limits.maxAddressBytes) else {
+                throw .addressInvalid(index: 1)
+            }
+            replyPort = port
+        }
+        var components: [LoopMessage.Component] = []
+        components.reserveCapacity(header.componentCount)
+        for index in 0..<header.componentCount {
+            let frame = frames[2 + index]
+            if header.isPort(index) {
+                guard let address = WireCodec.validatedAddress(frame, maxBytes: limits.maxAddressBytes) else {
+                    throw .addressInvalid(index: 2 + index)
+                }
+                components.append(.port(RemotePort(PortAddress(unchecked: address))))
+            } else {
+                components.append(.data([UInt8](frame)))
+            }
+        }
+        let message = LoopMessage(id: header.messageID, components: components, replyPort: replyPort)
+        return PortEnvelope(header.kind, message, correlationID: header.correlationID)
+    }
+
+    /// What a drop of a message the decoder rejected with `error` is counted as.
+    static func dropReason(rejecting error: WireFormatError) -> MessageDropReason {
+        if case .unsupportedVersion = error { .unsupportedVersion } else { .malformed }
+    }
+}

@@ -1,0 +1,64 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
+/// Sending a port message as a wire message (`docs/wire-format.md`), each frame straight
+/// from where its bytes already are: the header from a stack buffer, the reply address
+/// and port components from their strings' UTF-8, the data components from their arrays.
+/// The frames are those of `WireCodec.encode` (a test compares them).
+extension ZMQSocket {
+    /// Sends `envelope` as one multipart message, as `send(_:dontWait:)` sends frames: only
+    /// the first frame uses `dontWait`, and once it is accepted the rest is too.
+    ///
+    /// - Parameter returnPath: for a reply sent on a port's ROUTER socket, the connection
+    ///   its request came in on: its routing id (and delimiter) go first.
+    /// - Returns: whether the message was queued; always `true` when not `dontWait`.
+    /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
+    ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
+    func send(_ envelope: PortEnvelope, dontWait: Bool, via returnPath: ReturnPath? = nil) throws(ZMQError) -> Bool {
+        if let returnPath {
+            let accepted = returnPath.routingID.withUnsafeBytes { routingID in
+                Result { () throws(ZMQError) in try sendFrame(routingID, more: true, dontWait: dontWait) }
+            }
+            guard try accepted.get() else { return false } // nothing was queued
+            if returnPath.hasDelimiter { try sendFrame([], more: true) }
+            return try send(envelope, dontWait: false)
+        }
+        let message = envelope.message
+        let components = message.components
+        let headerSize = WireCodec.headerSize(componentCount: components.count)
+        let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
+            WireCodec.writeHeader(
+                kind: envelope.kind, messageID: message.id, correlationID: envelope.correlationID,
+                componentKinds: components.lazy.map { if case .port = $0 { WireCodec.portKind } else { WireCodec.dataKind } },
+                into: header)
+            return Result { () throws(ZMQError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
+        }
+        guard try headerAccepted.get() else { return false } // nothing was queued
+        try sendFrame(utf8Of: message.replyPort?.address.rawValue ?? "", more: !components.isEmpty)
+        for (index, component) in components.enumerated() {
+            let more = index != components.count - 1
+            switch component {
+            case .data(let bytes): try sendFrame(bytes, more: more)
+            case .port(let port): try sendFrame(utf8Of: port.address.rawValue, more: more)
+            }
+        }
+        return true
+    }
+
+    /// Sends a frame after the first, which libzmq never makes wait (see `send(_:dontWait:)`).
+    private func sendFrame(_ bytes: [UInt8], more: Bool) throws(ZMQError) {
+        let sent = bytes.withUnsafeBytes { buffer in
+            Result { () throws(ZMQError) in try sendFrame(buffer, more: more, dontWait: false) }
+        }
+        _ = try sent.get()
+    }
+
+    private func sendFrame(utf8Of string: String, more: Bool) throws(ZMQError) {
+        var string = string
+        let sent = string.withUTF8 { buffer in
+            Result { () throws(ZMQError) in try sendFrame(UnsafeRawBufferPointer(buffer), more: more, dontWait: false) }
+        }
+        _ = try sent.get()
+    }
+}

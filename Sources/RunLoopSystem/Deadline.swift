@@ -1,0 +1,71 @@
+import Foundation
+import Glibc
+
+/// A point in time on the monotonic clock (`CLOCK_MONOTONIC`), in nanoseconds.
+///
+/// Run loops schedule on this clock so that wall-clock changes never make a timer
+/// fire early or late. `Date` values convert at the moment of conversion.
+public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// Nanoseconds since an unspecified point (the boot of the machine, on Linux).
+    public let rawValue: UInt64
+
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// The current time, from `clock_gettime(CLOCK_MONOTONIC)`.
+    public static func now() -> Deadline {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Deadline(rawValue: UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec))
+    }
+
+    /// A deadline that never arrives.
+    public static let distantFuture = Deadline(rawValue: UInt64.max)
+
+    /// The deadline `duration` from now.
+    public static func after(_ duration: Duration) -> Deadline { .now() + duration }
+
+    /// The monotonic deadline matching a wall-clock `Date`, as of now.
+    public init(_ date: Date) {
+        let offset = date.timeIntervalSinceNow
+        guard offset.isFinite, offset < 1e9 else { self = .distantFuture; return }
+        self = Deadline.now() + .nanoseconds(Int64(offset * 1e9))
+    }
+
+    public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// Adds a duration, saturating at `distantFuture` and at zero.
+    public static func + (lhs: Deadline, rhs: Duration) -> Deadline {
+        let delta = rhs.totalNanoseconds
+        if delta >= 0 {
+            let (sum, overflow) = lhs.rawValue.addingReportingOverflow(UInt64(delta))
+            return Deadline(rawValue: overflow ? .max : sum)
+        }
+        let magnitude = UInt64(delta.magnitude)
+        return Deadline(rawValue: lhs.rawValue > magnitude ? lhs.rawValue - magnitude : 0)
+    }
+
+    /// The signed time from `rhs` to `lhs`.
+    public static func - (lhs: Deadline, rhs: Deadline) -> Duration {
+        if lhs >= rhs { return .nanoseconds(Int64(clamping: lhs.rawValue - rhs.rawValue)) }
+        return .nanoseconds(-Int64(clamping: rhs.rawValue - lhs.rawValue))
+    }
+
+    public var description: String {
+        self == .distantFuture ? "distant future" : "\(Double(rawValue) / 1e9)s"
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds, saturating at `Int64`'s bounds.
+    package var totalNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflow2 { return seconds < 0 ? .min : .max }
+        return sum
+    }
+
+    /// The duration in seconds, as a `Double`.
+    package var inSeconds: Double { Double(totalNanoseconds) / 1e9 }
+}

@@ -1,0 +1,44 @@
+import Glibc
+
+/// A mutex built on `pthread_mutex_t`.
+///
+/// RunLoopKit does not use `Synchronization.Mutex` because ThreadSanitizer on Linux
+/// reports false races inside it (seen with Swift 6.3.1); a pthread mutex is clean.
+package final class Lock: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    package init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        let rc = pthread_mutex_init(mutex, nil)
+        precondition(rc == 0, "pthread_mutex_init failed: \(rc)")
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    package func lock() { pthread_mutex_lock(mutex) }
+    package func unlock() { pthread_mutex_unlock(mutex) }
+
+    @inline(__always)
+    package func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// A value guarded by a `Lock`: the only way to reach it is inside `withLock`.
+package final class LockedValue<Value>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: Value // protected by `lock`
+
+    package init(_ value: Value) { self.value = value }
+
+    @inline(__always)
+    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        try lock.withLock { try body(&value) }
+    }
+}

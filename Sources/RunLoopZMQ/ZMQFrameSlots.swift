@@ -1,0 +1,69 @@
+import RunLoopSystem
+import CZeroMQ
+
+/// The `zmq_msg_t`s one socket receives a multipart message into, one per frame, kept
+/// from one receive to the next: once they have grown to the longest message seen,
+/// receiving allocates nothing of its own, and the frames are read where libzmq put them.
+///
+/// Every slot is always an initialized message (`zmq_msg_init`): `zmq_msg_recv` releases
+/// what a slot held before it fills it, and `release(_:)` gives back each frame's buffer
+/// as soon as the receiver is done with it. Thread safety: none; owned by one `ZMQSocket`.
+package final class ZMQFrameSlots {
+    // Unchecked exclusivity: both change only inside `grow`, which calls nothing that could
+    // touch them, so the run-time check on every receive would never find a conflict.
+    @exclusivity(unchecked) private var slots: UnsafeMutablePointer<zmq_msg_t>
+    @exclusivity(unchecked) private var capacity: Int
+
+    package init(capacity: Int = 4) {
+        precondition(capacity > 0)
+        slots = .allocate(capacity: capacity)
+        self.capacity = capacity
+        for index in 0..<capacity { zmq_msg_init(slots + index) }
+    }
+
+    deinit {
+        for index in 0..<capacity { zmq_msg_close(slots + index) }
+        slots.deallocate()
+    }
+
+    /// The slot for frame `index`, growing the slots if needed. Growing moves the frames
+    /// already received with `zmq_msg_move` (a `zmq_msg_t` must not be copied bytewise).
+    package func slot(_ index: Int) -> UnsafeMutablePointer<zmq_msg_t> {
+        if index >= capacity { grow(to: max(index + 1, capacity * 2)) }
+        return slots + index
+    }
+
+    /// Lends `body` the bytes of the first `count` frames, valid until `release(count)` or
+    /// the next receive. The list itself is a stack buffer (heap beyond a few hundred frames).
+    package func withFrames<Result>(_ count: Int, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) -> Result {
+        withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { views in
+            for index in 0..<count {
+                let message = slots + index
+                views.initializeElement(at: index, to: UnsafeRawBufferPointer(start: zmq_msg_data(message),
+                                                                              count: zmq_msg_size(message)))
+            }
+            return body(UnsafeBufferPointer(views))
+        }
+    }
+
+    /// Gives back the buffers of the first `count` frames (`zmq_msg_close`) and makes their
+    /// slots empty messages again, so a large frame is not kept until the next receive.
+    package func release(_ count: Int) {
+        for index in 0..<min(count, capacity) {
+            zmq_msg_close(slots + index)
+            zmq_msg_init(slots + index)
+        }
+    }
+
+    private func grow(to newCapacity: Int) {
+        let grown = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: newCapacity)
+        for index in 0..<newCapacity { zmq_msg_init(grown + index) }
+        for index in 0..<capacity {
+            zmq_msg_move(grown + index, slots + index)
+            zmq_msg_close(slots + index)
+        }
+        slots.deallocate()
+        slots = grown
+        capacity = newCapacity
+    }
+}

@@ -1,0 +1,255 @@
+import RunLoopSystem
+import CZeroMQ
+
+/// A ZeroMQ socket, wrapping `zmq_socket` and `zmq_close`, with endpoints, multipart
+/// send and receive, and polling. Options are in `ZMQSocket+Options.swift`.
+///
+/// Thread safety: none. A ZeroMQ socket is not thread-safe, and RunLoopKit never moves
+/// one between threads: it is created, used and released on one thread. So this class
+/// is explicitly not `Sendable`.
+package final class ZMQSocket {
+    /// The `void *` socket handle. Valid until `deinit`.
+    package let handle: UnsafeMutableRawPointer
+    /// The socket's type, as created.
+    package let type: ZMQSocketType
+    /// Kept so the context outlives the socket: `zmq_ctx_term` would wait for it forever.
+    package let context: ZMQContext
+    /// The `zmq_msg_t`s that `receive` fills, kept from one message to the next.
+    private let frameSlots = ZMQFrameSlots()
+
+    /// The number of frames `receive` accepts by default: a wire message's 1024 components
+    /// and two header frames, with room to spare.
+    package static let defaultMaxFrames = 1100
+
+    /// Creates a socket, via `zmq_socket`, and bounds its linger (`ZMQ_LINGER`) to the
+    /// context's `socketLinger`, so that closing it never blocks the context's termination.
+    package init(context: ZMQContext = .shared, type: ZMQSocketType) throws(ZMQError) {
+        let handle = try zmqCall("zmq_socket") { zmq_socket(context.handle, type.rawValue) }
+        var linger = context.socketLinger
+        do {
+            try zmqCall("zmq_setsockopt(ZMQ_LINGER)") {
+                zmq_setsockopt(handle, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
+            }
+        } catch {
+            zmq_close(handle)
+            throw error
+        }
+        self.handle = handle
+        self.type = type
+        self.context = context
+    }
+
+    /// Closes the socket, via `zmq_close`. Messages not yet sent are kept for at most the
+    /// linger time, by libzmq's I/O thread.
+    deinit {
+        // zmq_close only fails with ENOTSOCK, which a live handle cannot be.
+        zmq_close(handle)
+    }
+
+    // MARK: - Endpoints
+
+    /// Binds to an endpoint such as `inproc://name`, `ipc:///path` or `tcp://127.0.0.1:*`,
+    /// via `zmq_bind`. Use `lastEndpoint` to learn a wildcard port.
+    package func bind(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_bind")
+        try zmqCall("zmq_bind") { zmq_bind(handle, endpoint) }
+    }
+
+    /// Connects to an endpoint, via `zmq_connect`. Succeeds before the peer binds (even for
+    /// inproc): libzmq connects, and delivers queued messages, once the peer is there.
+    package func connect(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_connect")
+        try zmqCall("zmq_connect") { zmq_connect(handle, endpoint) }
+    }
+
+    /// Stops listening on a bound endpoint, via `zmq_unbind`. Throws `fileNotFound` when
+    /// the socket is not bound to it. A wildcard bind is unbound by its `lastEndpoint`.
+    package func unbind(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_unbind")
+        try zmqCall("zmq_unbind") { zmq_unbind(handle, endpoint) }
+    }
+
+    /// Disconnects from a connected endpoint, via `zmq_disconnect`. Throws `fileNotFound`
+    /// when the socket is not connected to it.
+    package func disconnect(_ endpoint: String) throws(ZMQError) {
+        try checkEndpoint(endpoint, call: "zmq_disconnect")
+        try zmqCall("zmq_disconnect") { zmq_disconnect(handle, endpoint) }
+    }
+
+    /// Rejects an endpoint with a NUL byte: libzmq takes a C string and would silently use
+    /// only the part before it, reaching a different endpoint.
+    @inline(__always)
+    private func checkEndpoint(_ endpoint: String, call: String) throws(ZMQError) {
+        if endpoint.utf8.contains(0) { throw ZMQError(code: .invalidArgument, call: call) }
+    }
+
+    // MARK: - Sending
+
+    /// Sends a multipart message, one `zmq_send` per frame with `ZMQ_SNDMORE` on all but
+    /// the last.
+    ///
+    /// ZeroMQ delivers a multipart message whole or not at all, and admits the rest of a
+    /// message once its first frame is accepted. So only the first frame is sent with
+    /// `ZMQ_DONTWAIT`; if it would block even after the socket caught up with its peers
+    /// (see `isReady(for:)`), nothing was queued and this returns `false`. The
+    /// rest are sent blocking, which libzmq never makes wait (if the peer vanishes mid-
+    /// message libzmq drops the remainder itself, as it does for any blocking send).
+    ///
+    /// - Parameter dontWait: return `false` rather than wait when the message cannot be
+    ///   queued now (high-water mark reached, or no peer).
+    /// - Returns: whether the message was queued; always `true` when not `dontWait`.
+    /// - Throws: `invalidArgument` for an empty `frames`; `again` when not `dontWait` and
+    ///   the `sendTimeout` passed; any other failure of `zmq_send`.
+    ///   A failure after the first frame (such as `terminated`) leaves the message unsent.
+    @discardableResult
+    package func send(_ frames: [[UInt8]], dontWait: Bool) throws(ZMQError) -> Bool {
+        guard let last = frames.indices.last else {
+            throw ZMQError(code: .invalidArgument, call: "zmq_send")
+        }
+        for index in frames.indices {
+            let flags = ZMQSocket.sendFlags(more: index != last, dontWait: index == 0 && dontWait)
+            if flags & ZMQ_DONTWAIT == 0 {
+                try zmqCall("zmq_send") { rawSend(frames[index], flags) }
+            } else if try zmqNonBlockingCall("zmq_send", { rawSend(frames[index], flags) }) == nil {
+                guard try isReady(for: .pollOut),
+                      try zmqNonBlockingCall("zmq_send", { rawSend(frames[index], flags) }) != nil
+                else { return false } // nothing was queued
+            }
+        }
+        return true
+    }
+
+    /// Sends one frame of a message, via `zmq_send`, which copies `bytes`: for callers that
+    /// have a frame's bytes in a buffer of their own and want no `[UInt8]` of it.
+    ///
+    /// The frames of one message must follow each other with `more` set on all but the
+    /// last, and only the first may use `dontWait` (see `send(_:dontWait:)`).
+    ///
+    /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
+    @inline(__always)
+    package func sendFrame(_ bytes: UnsafeRawBufferPointer, more: Bool, dontWait: Bool) throws(ZMQError) -> Bool {
+        let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
+        if !dontWait {
+            try zmqCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) }
+            return true
+        }
+        if try zmqNonBlockingCall("zmq_send", { zmq_send(handle, bytes.baseAddress, bytes.count, flags) }) != nil {
+            return true
+        }
+        guard try isReady(for: .pollOut) else { return false }
+        return try zmqNonBlockingCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) } != nil
+    }
+
+    /// `zmq_send` of one frame; for `zmqCall`'s body.
+    @inline(__always)
+    private func rawSend(_ frame: [UInt8], _ flags: Int32) -> Int32 {
+        frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, flags) }
+    }
+
+    @inline(__always)
+    private static func sendFlags(more: Bool, dontWait: Bool) -> Int32 {
+        (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
+    }
+
+    // MARK: - Receiving
+
+    /// Receives one whole multipart message and copies its frames out; see
+    /// `receive(dontWait:maxFrames:_:)`, which lends them without copying.
+    package func receive(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames) throws(ZMQError) -> [[UInt8]]? {
+        try receive(dontWait: dontWait, maxFrames: maxFrames) { frames in frames.map { [UInt8]($0) } }
+    }
+
+    /// Receives one whole multipart message and lends `body` its frames' bytes where
+    /// libzmq put them, valid only during the call; via `zmq_msg_recv`, `zmq_msg_more`,
+    /// `zmq_msg_data` and `zmq_msg_size` (`ZMQFrameSlots`).
+    ///
+    /// - Parameters:
+    ///   - dontWait: return `nil` rather than wait when no message is queued. A `nil` is
+    ///     final: before libzmq's non-blocking receive reports `EAGAIN` it processes the
+    ///     socket's command mailbox unthrottled (`socket_base_t::recv`, the `ZMQ_DONTWAIT`
+    ///     branch), exactly as reading `ZMQ_EVENTS` does, so it sees a peer's latest send
+    ///     and re-arms the edge-triggered `ZMQ_FD`. Asking `ZMQ_EVENTS` after it would only
+    ///     repeat the same `poll(2)`.
+    ///   - maxFrames: the most frames to accept. A longer message is received to its end
+    ///     and discarded (so the next receive starts at the next message), and this throws
+    ///     `ZMQError.Code.tooManyFrames` with call `zmq_msg_recv`.
+    /// - Returns: what `body` made of the frames (at least one), or `nil` if `dontWait` and
+    ///   none is queued. Not `nil` otherwise.
+    /// - Throws: `tooManyFrames` (see `maxFrames`); `again` when not `dontWait` and the
+    ///   `receiveTimeout` passed; any other failure of `zmq_msg_recv`.
+    package func receive<Result>(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
+                         _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(ZMQError) -> Result? {
+        let slots = frameSlots
+        var count = 0
+        defer { slots.release(count) }
+        let first = slots.slot(0)
+        if !dontWait {
+            try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }
+        } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(first, handle, ZMQ_DONTWAIT) }) == nil {
+            return nil
+        }
+        count = 1
+        var tooMany = false
+        var current = first
+        while zmq_msg_more(current) != 0 {
+            // Past `maxFrames`, the rest is received into the last slot and discarded.
+            if count < maxFrames {
+                current = slots.slot(count)
+                count += 1
+            } else {
+                tooMany = true
+            }
+            // The rest of a message arrives with its first frame, so this never waits.
+            let slot = current
+            try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
+        }
+        if tooMany { throw ZMQError(code: .tooManyFrames, call: "zmq_msg_recv") }
+        return slots.withFrames(count, body)
+    }
+
+    /// Whether `ZMQ_EVENTS` has `event`: asked after a non-blocking send found the queue
+    /// full, before believing it.
+    ///
+    /// libzmq learns that a peer read messages from commands in the socket's mailbox, and
+    /// a non-blocking send skips the mailbox if it looked at it in the last few million
+    /// CPU cycles (about a millisecond), so it can see a queue full that the peer has
+    /// drained. Reading `ZMQ_EVENTS` always processes the mailbox, at the cost of a
+    /// `poll(2)` and a `getpid(2)`, so it is asked only on this slow path. (A non-blocking
+    /// receive needs no such check: see `receive(dontWait:maxFrames:_:)`.)
+    @inline(__always)
+    private func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
+        try events.contains(event)
+    }
+
+    // MARK: - Polling
+
+    /// Waits until the socket is ready for any of `events`, via `zmq_poll` on this one socket.
+    ///
+    /// - Parameter timeout: how long to wait at most, rounded up to whole milliseconds;
+    ///   `nil` waits forever, zero only looks.
+    /// - Returns: the events that are ready; empty when the timeout passed.
+    package func poll(for events: ZMQEvents, timeout: Duration?) throws(ZMQError) -> ZMQEvents {
+        try ZMQSocket.poll([(self, events)], timeout: timeout)[0]
+    }
+
+    /// Waits until any of `sockets` is ready for its events, via one `zmq_poll`.
+    ///
+    /// - Parameter timeout: as in `poll(for:timeout:)`.
+    /// - Returns: the events ready on each socket, in order; all empty when the timeout passed.
+    package static func poll(_ sockets: [(socket: ZMQSocket, events: ZMQEvents)], timeout: Duration?) throws(ZMQError) -> [ZMQEvents] {
+        var items = sockets.map {
+            zmq_pollitem_t(socket: $0.socket.handle, fd: 0, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0)
+        }
+        let deadline = timeout.map { Deadline.after($0) }
+        try zmqCall("zmq_poll") {
+            // Recomputed on each try, so a retry after EINTR does not restart the timeout.
+            let milliseconds = deadline.map { Int(($0 - .now()).zmqMilliseconds) } ?? -1
+            return zmq_poll(&items, Int32(items.count), milliseconds)
+        }
+        return items.map { ZMQEvents(rawValue: Int32($0.revents)) }
+    }
+}
+
+/// A ZeroMQ socket belongs to one thread; see `ZMQSocket`.
+@available(*, unavailable)
+extension ZMQSocket: Sendable {}
