@@ -12,7 +12,7 @@ public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, Custom
     public init(rawValue: UInt64) { self.rawValue = rawValue }
 
     /// The current time, from `clock_gettime(CLOCK_MONOTONIC)`.
-    public static func now() -> Deadline {
+    @inlinable public static func now() -> Deadline {
         var spec = timespec()
         clock_gettime(CLOCK_MONOTONIC, &spec)
         return Deadline(rawValue: UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec))
@@ -31,7 +31,7 @@ public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, Custom
         self = Deadline.now() + .nanoseconds(Int64(offset * 1e9))
     }
 
-    public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.rawValue < rhs.rawValue }
+    @inlinable public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.rawValue < rhs.rawValue }
 
     /// Adds a duration, saturating at `distantFuture` and at zero.
     public static func + (lhs: Deadline, rhs: Duration) -> Deadline {

@@ -5,7 +5,7 @@ import Glibc
 /// RunLoopKit does not use `Synchronization.Mutex` because ThreadSanitizer on Linux
 /// reports false races inside it (seen with Swift 6.3.1); a pthread mutex is clean.
 package final class Lock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     package init() {
         mutex = .allocate(capacity: 1)
@@ -19,10 +19,11 @@ package final class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    package func lock() { pthread_mutex_lock(mutex) }
-    package func unlock() { pthread_mutex_unlock(mutex) }
+    // Inlinable, like the other locking calls: the layers above call them on every pass.
+    @inlinable package func lock() { pthread_mutex_lock(mutex) }
+    @inlinable package func unlock() { pthread_mutex_unlock(mutex) }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package func withLock<T>(_ body: () throws -> T) rethrows -> T {
         lock()
         defer { unlock() }
@@ -32,12 +33,12 @@ package final class Lock: @unchecked Sendable {
 
 /// A value guarded by a `Lock`: the only way to reach it is inside `withLock`.
 package final class LockedValue<Value>: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: Value // protected by `lock`
+    @usableFromInline let lock = Lock()
+    @usableFromInline var value: Value // protected by `lock`
 
     package init(_ value: Value) { self.value = value }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
         try lock.withLock { try body(&value) }
     }

@@ -7,7 +7,7 @@ public struct SystemCallError: Error, Equatable, CustomStringConvertible, Sendab
     /// The `errno` read at the failure point.
     public let errno: Int32
 
-    package init(call: String, errno: Int32) {
+    @usableFromInline package init(call: String, errno: Int32) {
         self.call = call
         self.errno = errno
     }
@@ -21,7 +21,7 @@ public struct SystemCallError: Error, Equatable, CustomStringConvertible, Sendab
 ///
 /// Every system call RunLoopKit makes goes through here, so that `errno` is read at
 /// the failure point and an interrupted call is never mistaken for a failure.
-@inline(__always)
+@inlinable @inline(__always)
 @discardableResult
 package func systemCall<T: FixedWidthInteger>(_ name: @autoclosure () -> String, _ body: () -> T) throws(SystemCallError) -> T {
     while true {

@@ -12,14 +12,14 @@ extension WireCodec {
         package let correlationID: UInt64
         package let componentCount: Int
         /// The header's bytes, for the component kinds.
-        private let bytes: UnsafeRawBufferPointer
+        @usableFromInline let bytes: UnsafeRawBufferPointer
 
         /// Whether component `index` (0-based, below `componentCount`) is a port.
-        package func isPort(_ index: Int) -> Bool {
+        @inlinable package func isPort(_ index: Int) -> Bool {
             bytes[WireCodec.fixedHeaderSize + index] == WireCodec.portKind
         }
 
-        fileprivate init(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
+        @usableFromInline init(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
                          bytes: UnsafeRawBufferPointer) {
             self.kind = kind
             self.messageID = messageID
@@ -79,7 +79,7 @@ extension WireCodec {
     /// kinds, frame count, frame sizes; then the caller checks addresses in frame order
     /// (`validatedAddress`): the reply address (frame 1, if not empty), then each port
     /// component. Never traps on any input: every index it reads was checked first.
-    package static func checkedHeader(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+    @inlinable package static func checkedHeader(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                       limits: WireLimits) throws(WireFormatError) -> CheckedHeader {
         guard let header = frames.first else { throw .noFrames }
 

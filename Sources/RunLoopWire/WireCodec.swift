@@ -19,11 +19,11 @@
 /// must carry) and never traps on any input: every index it reads was checked first.
 package enum WireCodec {
     /// The header's first three bytes, ASCII "RLK".
-    package static let magic: (UInt8, UInt8, UInt8) = (0x52, 0x4C, 0x4B)
+    @usableFromInline package static let magic: (UInt8, UInt8, UInt8) = (0x52, 0x4C, 0x4B)
     /// The format version this codec writes and the only one it reads.
-    package static let version: UInt8 = 2
+    @usableFromInline package static let version: UInt8 = 2
     /// The size of the header before the component kinds.
-    package static let fixedHeaderSize = 20
+    @usableFromInline package static let fixedHeaderSize = 20
     /// The transports a port address may name.
     package static let addressSchemes: [[UInt8]] = [Array("inproc://".utf8), Array("ipc://".utf8), Array("tcp://".utf8)]
 
@@ -38,7 +38,9 @@ package enum WireCodec {
         let count = message.components.count
         let header = [UInt8](unsafeUninitializedCapacity: headerSize(componentCount: count)) { buffer, size in
             writeHeader(kind: message.kind, messageID: message.messageID, correlationID: message.correlationID,
-                        componentKinds: message.components.lazy.map { if case .port = $0 { portKind } else { dataKind } },
+                        componentCount: count, componentKind: { index in
+                            if case .port = message.components[index] { portKind } else { dataKind }
+                        },
                         into: UnsafeMutableRawBufferPointer(buffer))
             size = buffer.count
         }
@@ -63,30 +65,29 @@ package enum WireCodec {
     }
 
     /// Writes a header into `buffer`, which holds exactly `headerSize(componentCount:)`
-    /// bytes for the number of `componentKinds` (`dataKind` or `portKind`, in order).
-    package static func writeHeader(kind: WireKind, messageID: Int32, correlationID: UInt64,
-                            componentKinds: some Collection<UInt8>, into buffer: UnsafeMutableRawBufferPointer) {
-        precondition(buffer.count == headerSize(componentCount: componentKinds.count))
+    /// bytes, with `componentKind(i)` (`dataKind` or `portKind`) for each component `i`.
+    /// Not generic, so that a sender in another module calls it without generic metadata.
+    package static func writeHeader(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
+                                    componentKind: (Int) -> UInt8, into buffer: UnsafeMutableRawBufferPointer) {
+        precondition(buffer.count == headerSize(componentCount: componentCount))
         buffer[0] = magic.0
         buffer[1] = magic.1
         buffer[2] = magic.2
         buffer[3] = version
         buffer[4] = kind.rawValue
         buffer[5] = 0 // flags
-        buffer.storeBytes(of: UInt16(componentKinds.count).littleEndian, toByteOffset: 6, as: UInt16.self)
+        buffer.storeBytes(of: UInt16(componentCount).littleEndian, toByteOffset: 6, as: UInt16.self)
         buffer.storeBytes(of: UInt32(bitPattern: messageID).littleEndian, toByteOffset: 8, as: UInt32.self)
         buffer.storeBytes(of: correlationID.littleEndian, toByteOffset: 12, as: UInt64.self)
-        var offset = fixedHeaderSize
-        for componentKind in componentKinds {
-            buffer[offset] = componentKind
-            offset += 1
+        for index in 0..<componentCount {
+            buffer[fixedHeaderSize + index] = componentKind(index)
         }
     }
 
     /// The component kind byte of a data component.
-    package static let dataKind: UInt8 = 0
+    @usableFromInline package static let dataKind: UInt8 = 0
     /// The component kind byte of a port component.
-    package static let portKind: UInt8 = 1
+    @usableFromInline package static let portKind: UInt8 = 1
 
     // MARK: - Addresses
 

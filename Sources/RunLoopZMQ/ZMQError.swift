@@ -85,6 +85,7 @@ public struct ZMQError: Error, Equatable, Sendable, CustomStringConvertible {
 /// by a signal is never mistaken for a failure. `body` must be safe to call again.
 @inline(__always)
 @discardableResult
+@inlinable
 package func zmqCall(_ name: String, _ body: () -> Int32) throws(ZMQError) -> Int32 {
     while true {
         let result = body()
@@ -99,6 +100,7 @@ package func zmqCall(_ name: String, _ body: () -> Int32) throws(ZMQError) -> In
 /// with `EAGAIN`: for non-blocking sends and receives, where "would block" is an answer,
 /// not an error. No error is built or thrown on that path.
 @inline(__always)
+@inlinable
 package func zmqNonBlockingCall(_ name: String, _ body: () -> Int32) throws(ZMQError) -> Int32? {
     while true {
         let result = body()

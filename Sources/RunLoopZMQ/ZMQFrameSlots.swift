@@ -35,14 +35,14 @@ package final class ZMQFrameSlots {
 
     /// Lends `body` the bytes of the first `count` frames, valid until `release(count)` or
     /// the next receive. The list itself is a stack buffer (heap beyond a few hundred frames).
-    package func withFrames<Result>(_ count: Int, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) -> Result {
+    package func withFrames(_ count: Int, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) {
         withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { views in
             for index in 0..<count {
                 let message = slots + index
                 views.initializeElement(at: index, to: UnsafeRawBufferPointer(start: zmq_msg_data(message),
                                                                               count: zmq_msg_size(message)))
             }
-            return body(UnsafeBufferPointer(views))
+            body(UnsafeBufferPointer(views))
         }
     }
 

@@ -9,7 +9,7 @@ import CZeroMQ
 /// is explicitly not `Sendable`.
 package final class ZMQSocket {
     /// The `void *` socket handle. Valid until `deinit`.
-    package let handle: UnsafeMutableRawPointer
+    @usableFromInline package let handle: UnsafeMutableRawPointer
     /// The socket's type, as created.
     package let type: ZMQSocketType
     /// Kept so the context outlives the socket: `zmq_ctx_term` would wait for it forever.
@@ -126,7 +126,7 @@ package final class ZMQSocket {
     /// last, and only the first may use `dontWait` (see `send(_:dontWait:)`).
     ///
     /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
-    @inline(__always)
+    @inlinable @inline(__always)
     package func sendFrame(_ bytes: UnsafeRawBufferPointer, more: Bool, dontWait: Bool) throws(ZMQError) -> Bool {
         let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
         if !dontWait {
@@ -146,8 +146,8 @@ package final class ZMQSocket {
         frame.withUnsafeBytes { zmq_send(handle, $0.baseAddress, $0.count, flags) }
     }
 
-    @inline(__always)
-    private static func sendFlags(more: Bool, dontWait: Bool) -> Int32 {
+    @usableFromInline @inline(__always)
+    static func sendFlags(more: Bool, dontWait: Bool) -> Int32 {
         (more ? ZMQ_SNDMORE : 0) | (dontWait ? ZMQ_DONTWAIT : 0)
     }
 
@@ -177,8 +177,20 @@ package final class ZMQSocket {
     ///   none is queued. Not `nil` otherwise.
     /// - Throws: `tooManyFrames` (see `maxFrames`); `again` when not `dontWait` and the
     ///   `receiveTimeout` passed; any other failure of `zmq_msg_recv`.
+    @inlinable
     package func receive<Result>(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
-                         _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(ZMQError) -> Result? {
+                                 _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(ZMQError) -> Result? {
+        var result: Result?
+        guard try receiveFrames(dontWait: dontWait, maxFrames: maxFrames, { result = body($0) }) else { return nil }
+        return result
+    }
+
+    /// `receive(dontWait:maxFrames:_:)` without generics, so that a caller in another
+    /// module needs no generic metadata (the ports' receive path); returns false where
+    /// that returns `nil`.
+    @usableFromInline
+    package func receiveFrames(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
+                       _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) throws(ZMQError) -> Bool {
         let slots = frameSlots
         var count = 0
         defer { slots.release(count) }
@@ -186,7 +198,7 @@ package final class ZMQSocket {
         if !dontWait {
             try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }
         } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(first, handle, ZMQ_DONTWAIT) }) == nil {
-            return nil
+            return false
         }
         count = 1
         var tooMany = false
@@ -204,7 +216,8 @@ package final class ZMQSocket {
             try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
         }
         if tooMany { throw ZMQError(code: .tooManyFrames, call: "zmq_msg_recv") }
-        return slots.withFrames(count, body)
+        slots.withFrames(count, body)
+        return true
     }
 
     /// Whether `ZMQ_EVENTS` has `event`: asked after a non-blocking send found the queue
@@ -217,7 +230,8 @@ package final class ZMQSocket {
     /// `poll(2)` and a `getpid(2)`, so it is asked only on this slow path. (A non-blocking
     /// receive needs no such check: see `receive(dontWait:maxFrames:_:)`.)
     @inline(__always)
-    private func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
+    @usableFromInline
+    func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
         try events.contains(event)
     }
 

@@ -21,10 +21,10 @@ extension LocalPort: PortSourceDriver {
         // object's every retain and release takes the runtime's slow path.
         var cache = replyAddresses
         defer { replyAddresses = cache }
-        let decoded: Result<PortEnvelope, WireFormatError>
+        var decoded = Result<PortEnvelope, WireFormatError>.failure(.noFrames)
         do {
-            guard let received = try socket.receive(dontWait: true, { frames in
-                Result { () throws(WireFormatError) in
+            guard try socket.receiveFrames(dontWait: true, { frames in
+                decoded = Result { () throws(WireFormatError) in
                     // A ROUTER socket puts the sender's routing id first.
                     guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
                     var envelope = try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &cache)
@@ -34,7 +34,6 @@ extension LocalPort: PortSourceDriver {
                     return envelope
                 }
             }) else { return .empty }
-            decoded = received
         } catch {
             drop(.receiveFailed, "\(error)")
             return .dropped

@@ -141,15 +141,14 @@ final class PortConnection: PortSourceDriver {
 
     /// Receives one reply without blocking and hands it to the thread's `ReplyReceiver`.
     package func handleOneMessage() -> PortDelivery {
-        let decoded: Result<PortEnvelope, WireFormatError>
+        var decoded = Result<PortEnvelope, WireFormatError>.failure(.noFrames)
         do {
             var cache = ReplyAddressCache()
-            guard let received = try socket.receive(dontWait: true, { frames in
-                Result { () throws(WireFormatError) in
+            guard try socket.receiveFrames(dontWait: true, { frames in
+                decoded = Result { () throws(WireFormatError) in
                     try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &cache)
                 }
             }) else { return .empty }
-            decoded = received
         } catch {
             drop(.receiveFailed, "\(error)")
             return .dropped

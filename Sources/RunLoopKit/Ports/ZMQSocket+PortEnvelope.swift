@@ -30,7 +30,8 @@ extension ZMQSocket {
         let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
             WireCodec.writeHeader(
                 kind: envelope.kind, messageID: message.id, correlationID: envelope.correlationID,
-                componentKinds: components.lazy.map { if case .port = $0 { WireCodec.portKind } else { WireCodec.dataKind } },
+                componentCount: components.count,
+                componentKind: { if case .port = components[$0] { WireCodec.portKind } else { WireCodec.dataKind } },
                 into: header)
             return Result { () throws(ZMQError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
         }
