@@ -28,11 +28,16 @@ final class PortKeyPairTests: XCTestCase {
         let outcome = LockedValue<Result<Value, PortError>?>(nil)
         let loop = ThreadRunLoop.current
         let thread = TestThread {
-            outcome.withLock { $0 = Result(catching: body) }
+            // Run outside the lock: the serving loop's condition takes it between passes.
+            let result = Result(catching: body)
+            outcome.withLock { $0 = result }
             loop.stop()
         }
         XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30)) { outcome.withLock { $0 != nil } })
         thread.join()
+        // The run may have ended on the outcome before the stop came: take it now, so that
+        // it does not end the test's next run.
+        _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true)
         return outcome.withLock { $0 } ?? .failure(.invalidated)
     }
 
