@@ -38,3 +38,82 @@ public struct LoopSnapshot: Sendable, CustomStringConvertible {
 
     public var description: String { LoopSnapshotFormatter(self).text }
 }
+
+extension LoopSnapshot {
+    /// The items of one mode, each kind in the order the loop services it: sources and
+    /// observers by ascending `order`, ports and timers as they were added.
+    public struct ModeContents: Sendable {
+        public let mode: LoopMode
+        /// Whether the mode is in the loop's common set (its items include `.common`'s).
+        public let isCommon: Bool
+        public let sources: [SourceInfo]
+        public let ports: [PortInfo]
+        public let timers: [TimerInfo]
+        public let observers: [ObserverInfo]
+
+        /// Whether the mode holds nothing at all.
+        public var isEmpty: Bool { sources.isEmpty && ports.isEmpty && timers.isEmpty && observers.isEmpty }
+    }
+}
+
+extension LoopSnapshot {
+    /// A custom input source (`InputSource`) in a mode.
+    public struct SourceInfo: Sendable, Identifiable {
+        /// The source's identity: `ObjectIdentifier(source)`.
+        public let id: ObjectIdentifier
+        public let order: Int
+        /// Signalled and not yet performed.
+        public let isSignalled: Bool
+        public let isValid: Bool
+    }
+}
+
+extension LoopSnapshot {
+    /// A port-based source (`LocalPort`) in a mode.
+    public struct PortInfo: Sendable, Identifiable {
+        /// The port's identity: `ObjectIdentifier(port)`.
+        public let id: ObjectIdentifier
+        /// The address other threads and processes send to (`LocalPort.remote`).
+        public let address: PortAddress
+        /// The name the port is registered under, if any.
+        public let name: String?
+        /// Whether the loop has the port queued as ready: at its next pass in one of the
+        /// port's modes (unless the port is paused) it will try to receive from it. A port
+        /// is queued when it is added or resumed, when its descriptor fires, and after each
+        /// message it delivers, until a receive finds it drained. The snapshot never asks
+        /// the socket, so a message that arrived since the loop last polled is not seen here.
+        public let isQueuedAsReady: Bool
+        /// The port's `statistics` when the snapshot was taken.
+        public let messagesReceived: Int
+        public let messagesDropped: Int
+        public let repliesFailed: Int
+    }
+}
+
+extension LoopSnapshot {
+    /// A timer (`LoopTimer`) in a mode.
+    public struct TimerInfo: Sendable, Identifiable {
+        /// The timer's identity: `ObjectIdentifier(timer)`.
+        public let id: ObjectIdentifier
+        public let fireDate: Deadline
+        /// How long after the snapshot the timer is due: negative when it is overdue.
+        public let fireDelay: Duration
+        /// The time between fires; nil for a one-shot timer.
+        public let interval: Duration?
+        public let tolerance: Duration
+        public let isValid: Bool
+    }
+}
+
+extension LoopSnapshot {
+    /// An observer (`LoopObserver`) in a mode.
+    public struct ObserverInfo: Sendable, Identifiable {
+        /// The observer's identity: `ObjectIdentifier(observer)`.
+        public let id: ObjectIdentifier
+        public let activities: LoopActivity
+        public let order: Int
+        /// False for a one-shot observer, removed after its first callback.
+        public let repeats: Bool
+        public let isValid: Bool
+    }
+}
