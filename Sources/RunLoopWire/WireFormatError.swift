@@ -1,7 +1,7 @@
 /// Why a received multipart message is not a valid RunLoopKit wire message.
 ///
 /// Frame indices count from 0 (the header); component indices count from 0 (frame 2).
-public enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The message has no frames at all.
     case noFrames
     /// The header (frame 0) has this many bytes, fewer than its fixed 20 bytes (or fewer
@@ -30,7 +30,7 @@ public enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertible
     /// a control character, or not starting with `inproc://`, `ipc://` or `tcp://`.
     case addressInvalid(index: Int)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .noFrames:
             "message has no frames"

@@ -1,19 +1,19 @@
 /// The bounds a receiver puts on wire messages, so that a peer cannot make it allocate
 /// without limit. A message beyond them is rejected whole.
-public struct WireLimits: Sendable, Equatable {
+package struct WireLimits: Sendable, Equatable {
     /// The most components in one message. The format allows up to 65535.
-    public var maxComponents: Int
+    package var maxComponents: Int
     /// The most bytes in any one frame after the header (whose size `maxComponents` bounds).
-    public var maxFrameBytes: Int
+    package var maxFrameBytes: Int
     /// The most bytes (UTF-8) in a reply or port address.
-    public var maxAddressBytes: Int
+    package var maxAddressBytes: Int
 
-    public init(maxComponents: Int = 1024, maxFrameBytes: Int = 64 << 20, maxAddressBytes: Int = 1024) {
+    package init(maxComponents: Int = 1024, maxFrameBytes: Int = 64 << 20, maxAddressBytes: Int = 1024) {
         self.maxComponents = maxComponents
         self.maxFrameBytes = maxFrameBytes
         self.maxAddressBytes = maxAddressBytes
     }
 
     /// 1024 components, 64 MiB frames, 1024-byte addresses.
-    public static let `default` = WireLimits()
+    package static let `default` = WireLimits()
 }

@@ -37,7 +37,7 @@ package final class ZMQConnectionMonitor {
 
     /// Starts monitoring `watched`, via `zmq_socket_monitor`, and connects the PAIR socket
     /// that receives its events.
-    package init(watching watched: ZMQSocket) throws(ZMQError) {
+    package init(watching watched: ZMQSocket) throws(SystemCallError) {
         let endpoint = "inproc://runloopkit.monitor.\(getpid()).\(ZMQConnectionMonitor.serial.add(1, ordering: .relaxed).newValue)"
         try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(watched.handle, endpoint, ZMQConnectionMonitor.watchedEvents) }
         do {
@@ -57,7 +57,7 @@ package final class ZMQConnectionMonitor {
     }
 
     /// The next event reported, if any; never waits.
-    package func nextEvent() throws(ZMQError) -> Event? {
+    package func nextEvent() throws(SystemCallError) -> Event? {
         while let frames = try socket.receive(dontWait: true) {
             // Frame 0: the event (UInt16) and its value (UInt32), native byte order; frame 1: the endpoint.
             guard frames.count == 2, frames[0].count == 6 else { continue }
@@ -74,12 +74,12 @@ package final class ZMQConnectionMonitor {
 }
 
 /// Why a security handshake failed, as libzmq's socket monitor reports it.
-public struct ZMQHandshakeFailure: Sendable, Equatable, CustomStringConvertible {
+package struct ZMQHandshakeFailure: Sendable, Equatable, CustomStringConvertible {
     /// The monitor event (`ZMQ_EVENT_HANDSHAKE_FAILED_*`).
-    public let event: Int32
+    package let event: Int32
     /// Its value: an `errno` for `NO_DETAIL`, a `ZMQ_PROTOCOL_ERROR_*` code for `PROTOCOL`,
     /// the ZAP status code for `AUTH`.
-    public let value: UInt32
+    package let value: UInt32
 
     package init?(event: Int32, value: UInt32) {
         guard event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -88,7 +88,7 @@ public struct ZMQHandshakeFailure: Sendable, Equatable, CustomStringConvertible 
         self.value = value
     }
 
-    public var description: String {
+    package var description: String {
         switch event {
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
             switch Int32(bitPattern: value) {

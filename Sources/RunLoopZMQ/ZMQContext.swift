@@ -42,7 +42,7 @@ package final class ZMQContext: @unchecked Sendable {
         ioThreads: Int32 = 1,
         maxSockets: Int32 = 1023,
         socketLinger: Duration = .milliseconds(100)
-    ) throws(ZMQError) {
+    ) throws(SystemCallError) {
         handle = try zmqCall("zmq_ctx_new") { zmq_ctx_new() }
         self.socketLinger = Int32(clamping: socketLinger.zmqMilliseconds)
         do {
@@ -70,7 +70,7 @@ package final class ZMQContext: @unchecked Sendable {
 
     /// Makes every blocking call on the context's sockets fail with `ETERM`, and every
     /// later call too, via `zmq_ctx_shutdown`. The sockets must still be closed (released).
-    package func shutdown() throws(ZMQError) {
+    package func shutdown() throws(SystemCallError) {
         try zmqCall("zmq_ctx_shutdown") { zmq_ctx_shutdown(handle) }
     }
 }

@@ -55,15 +55,15 @@ package enum ZMQCurve {
     /// Generates a new long-term key pair, via `zmq_curve_keypair`.
     ///
     /// - Throws: `notSupported` when libzmq was built without CURVE.
-    package static func generateKeyPair() throws(ZMQError) -> (publicKey: ZMQCurveKey, secretKey: ZMQCurveKey) {
-        guard isAvailable else { throw ZMQError(code: .notSupported, call: "zmq_curve_keypair") }
+    package static func generateKeyPair() throws(SystemCallError) -> (publicKey: ZMQCurveKey, secretKey: ZMQCurveKey) {
+        guard isAvailable else { throw SystemCallError(code: .notSupported, call: "zmq_curve_keypair") }
         var publicText = [CChar](repeating: 0, count: ZMQCurveKey.z85Count + 1)
         var secretText = [CChar](repeating: 0, count: ZMQCurveKey.z85Count + 1)
         try zmqCall("zmq_curve_keypair") { zmq_curve_keypair(&publicText, &secretText) }
         guard let publicKey = ZMQCurveKey(z85: ZMQCurveKey.string(fromZ85Text: publicText)),
               let secretKey = ZMQCurveKey(z85: ZMQCurveKey.string(fromZ85Text: secretText))
         else {
-            throw ZMQError(code: .invalidArgument, call: "zmq_curve_keypair") // libzmq broke its contract
+            throw SystemCallError(code: .invalidArgument, call: "zmq_curve_keypair") // libzmq broke its contract
         }
         return (publicKey, secretKey)
     }

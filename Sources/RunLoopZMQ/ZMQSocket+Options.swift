@@ -72,25 +72,25 @@ extension ZMQSocketOption where Value == ZMQCurveKey {
 package protocol ZMQSocketOptionValue {
     /// Writes `value` into a buffer and passes it to `body`, with its size in bytes.
     static func withOptionBytes<R>(
-        _ value: Self, _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
-    ) throws(ZMQError) -> R
+        _ value: Self, _ body: (UnsafeRawPointer, Int) throws(SystemCallError) -> R
+    ) throws(SystemCallError) -> R
     /// Reads a value through `read`, which fills a buffer and returns the bytes it wrote.
     static func fromOptionBytes(
-        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
-    ) throws(ZMQError) -> Self
+        _ read: (UnsafeMutableRawPointer, Int) throws(SystemCallError) -> Int
+    ) throws(SystemCallError) -> Self
 }
 
 extension ZMQSocket {
     /// Sets a socket option, via `zmq_setsockopt`.
-    package func setOption<Value>(_ option: ZMQSocketOption<Value>, _ value: Value) throws(ZMQError) {
-        _ = try Value.withOptionBytes(value) { bytes, size throws(ZMQError) in
+    package func setOption<Value>(_ option: ZMQSocketOption<Value>, _ value: Value) throws(SystemCallError) {
+        _ = try Value.withOptionBytes(value) { bytes, size throws(SystemCallError) in
             try zmqCall("zmq_setsockopt") { zmq_setsockopt(handle, option.name, bytes, size) }
         }
     }
 
     /// Reads a socket option, via `zmq_getsockopt`.
-    package func option<Value>(_ option: ZMQSocketOption<Value>) throws(ZMQError) -> Value {
-        try Value.fromOptionBytes { buffer, capacity throws(ZMQError) in
+    package func option<Value>(_ option: ZMQSocketOption<Value>) throws(SystemCallError) -> Value {
+        try Value.fromOptionBytes { buffer, capacity throws(SystemCallError) in
             try getRawOption(option.name, buffer, capacity)
         }
     }
@@ -99,10 +99,10 @@ extension ZMQSocket {
     /// `zmq_getsockopt`: after binding `tcp://127.0.0.1:*`, it names the port chosen.
     /// Empty before any bind or connect.
     package var lastEndpoint: String {
-        get throws(ZMQError) {
+        get throws(SystemCallError) {
             // libzmq fails with EINVAL, not truncation, when the buffer is too small;
             // endpoints are at most a few hundred bytes (ipc paths are limited to 107).
-            try withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 1) { buffer throws(ZMQError) in
+            try withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 1) { buffer throws(SystemCallError) in
                 let count = try getRawOption(ZMQ_LAST_ENDPOINT, buffer.baseAddress!, buffer.count)
                 // The count includes the terminating NUL.
                 let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<max(0, count - 1)])
@@ -118,7 +118,7 @@ extension ZMQSocket {
     /// `events`, and keep receiving until `events` lacks `.pollIn`, or a message can sit
     /// unnoticed. Never read from it, write to it or close it: libzmq owns it.
     package var fileDescriptor: Int32 {
-        get throws(ZMQError) {
+        get throws(SystemCallError) {
             var fd: Int32 = -1
             var size = MemoryLayout<Int32>.size
             try zmqCall("zmq_getsockopt(ZMQ_FD)") { zmq_getsockopt(handle, ZMQ_FD, &fd, &size) }
@@ -131,7 +131,7 @@ extension ZMQSocket {
     /// socket, which is what re-arms `fileDescriptor`; that costs a `poll(2)` (about a
     /// microsecond), more than a small send or receive.
     package var events: ZMQEvents {
-        get throws(ZMQError) {
+        get throws(SystemCallError) {
             var events: Int32 = 0
             var size = MemoryLayout<Int32>.size
             try zmqCall("zmq_getsockopt(ZMQ_EVENTS)") { zmq_getsockopt(handle, ZMQ_EVENTS, &events, &size) }
@@ -140,7 +140,7 @@ extension ZMQSocket {
     }
 
     /// `zmq_getsockopt` into a buffer; returns the number of bytes written.
-    private func getRawOption(_ name: Int32, _ buffer: UnsafeMutableRawPointer, _ capacity: Int) throws(ZMQError) -> Int {
+    private func getRawOption(_ name: Int32, _ buffer: UnsafeMutableRawPointer, _ capacity: Int) throws(SystemCallError) -> Int {
         var size = capacity
         try zmqCall("zmq_getsockopt") { zmq_getsockopt(handle, name, buffer, &size) }
         return size
@@ -149,15 +149,15 @@ extension ZMQSocket {
 
 extension Int32: ZMQSocketOptionValue {
     package static func withOptionBytes<R>(
-        _ value: Int32, _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
-    ) throws(ZMQError) -> R {
+        _ value: Int32, _ body: (UnsafeRawPointer, Int) throws(SystemCallError) -> R
+    ) throws(SystemCallError) -> R {
         var value = value
         return try body(&value, MemoryLayout<Int32>.size)
     }
 
     package static func fromOptionBytes(
-        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
-    ) throws(ZMQError) -> Int32 {
+        _ read: (UnsafeMutableRawPointer, Int) throws(SystemCallError) -> Int
+    ) throws(SystemCallError) -> Int32 {
         var value: Int32 = 0
         _ = try read(&value, MemoryLayout<Int32>.size)
         return value
@@ -166,15 +166,15 @@ extension Int32: ZMQSocketOptionValue {
 
 extension Int64: ZMQSocketOptionValue {
     package static func withOptionBytes<R>(
-        _ value: Int64, _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
-    ) throws(ZMQError) -> R {
+        _ value: Int64, _ body: (UnsafeRawPointer, Int) throws(SystemCallError) -> R
+    ) throws(SystemCallError) -> R {
         var value = value
         return try body(&value, MemoryLayout<Int64>.size)
     }
 
     package static func fromOptionBytes(
-        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
-    ) throws(ZMQError) -> Int64 {
+        _ read: (UnsafeMutableRawPointer, Int) throws(SystemCallError) -> Int
+    ) throws(SystemCallError) -> Int64 {
         var value: Int64 = 0
         _ = try read(&value, MemoryLayout<Int64>.size)
         return value
@@ -184,14 +184,14 @@ extension Int64: ZMQSocketOptionValue {
 /// Boolean options are C `int`s, 0 or 1.
 extension Bool: ZMQSocketOptionValue {
     package static func withOptionBytes<R>(
-        _ value: Bool, _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
-    ) throws(ZMQError) -> R {
+        _ value: Bool, _ body: (UnsafeRawPointer, Int) throws(SystemCallError) -> R
+    ) throws(SystemCallError) -> R {
         try Int32.withOptionBytes(value ? 1 : 0, body)
     }
 
     package static func fromOptionBytes(
-        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
-    ) throws(ZMQError) -> Bool {
+        _ read: (UnsafeMutableRawPointer, Int) throws(SystemCallError) -> Int
+    ) throws(SystemCallError) -> Bool {
         try Int32.fromOptionBytes(read) != 0
     }
 }
@@ -199,23 +199,23 @@ extension Bool: ZMQSocketOptionValue {
 /// CURVE keys are set and read as their 32 binary bytes.
 extension ZMQCurveKey: ZMQSocketOptionValue {
     // Temporary buffers rather than the array's own: `Array.withUnsafeBytes` only rethrows
-    // `any Error`, which would lose the typed `ZMQError`.
+    // `any Error`, which would lose the typed `SystemCallError`.
     package static func withOptionBytes<R>(
-        _ value: ZMQCurveKey, _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
-    ) throws(ZMQError) -> R {
-        try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1) { buffer throws(ZMQError) in
+        _ value: ZMQCurveKey, _ body: (UnsafeRawPointer, Int) throws(SystemCallError) -> R
+    ) throws(SystemCallError) -> R {
+        try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1) { buffer throws(SystemCallError) in
             buffer.copyBytes(from: value.bytes)
             return try body(UnsafeRawPointer(buffer.baseAddress!), buffer.count)
         }
     }
 
     package static func fromOptionBytes(
-        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
-    ) throws(ZMQError) -> ZMQCurveKey {
-        try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1) { buffer throws(ZMQError) in
+        _ read: (UnsafeMutableRawPointer, Int) throws(SystemCallError) -> Int
+    ) throws(SystemCallError) -> ZMQCurveKey {
+        try withUnsafeTemporaryAllocation(byteCount: byteCount, alignment: 1) { buffer throws(SystemCallError) in
             let count = try read(buffer.baseAddress!, buffer.count)
             guard count == byteCount, let key = ZMQCurveKey(bytes: Array(buffer)) else {
-                throw ZMQError(code: .invalidArgument, call: "zmq_getsockopt")
+                throw SystemCallError(code: .invalidArgument, call: "zmq_getsockopt")
             }
             return key
         }
@@ -225,18 +225,18 @@ extension ZMQCurveKey: ZMQSocketOptionValue {
 /// Byte-string options (`ZMQ_ROUTING_ID`), at most 255 bytes.
 extension [UInt8]: ZMQSocketOptionValue {
     package static func withOptionBytes<R>(
-        _ value: [UInt8], _ body: (UnsafeRawPointer, Int) throws(ZMQError) -> R
-    ) throws(ZMQError) -> R {
-        try withUnsafeTemporaryAllocation(byteCount: Swift.max(value.count, 1), alignment: 1) { buffer throws(ZMQError) in
+        _ value: [UInt8], _ body: (UnsafeRawPointer, Int) throws(SystemCallError) -> R
+    ) throws(SystemCallError) -> R {
+        try withUnsafeTemporaryAllocation(byteCount: Swift.max(value.count, 1), alignment: 1) { buffer throws(SystemCallError) in
             buffer.copyBytes(from: value)
             return try body(UnsafeRawPointer(buffer.baseAddress!), value.count)
         }
     }
 
     package static func fromOptionBytes(
-        _ read: (UnsafeMutableRawPointer, Int) throws(ZMQError) -> Int
-    ) throws(ZMQError) -> [UInt8] {
-        try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 1) { buffer throws(ZMQError) in
+        _ read: (UnsafeMutableRawPointer, Int) throws(SystemCallError) -> Int
+    ) throws(SystemCallError) -> [UInt8] {
+        try withUnsafeTemporaryAllocation(byteCount: 256, alignment: 1) { buffer throws(SystemCallError) in
             let count = try read(buffer.baseAddress!, buffer.count)
             return [UInt8](UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }

@@ -23,7 +23,7 @@ package final class ZMQSocket {
 
     /// Creates a socket, via `zmq_socket`, and bounds its linger (`ZMQ_LINGER`) to the
     /// context's `socketLinger`, so that closing it never blocks the context's termination.
-    package init(context: ZMQContext = .shared, type: ZMQSocketType) throws(ZMQError) {
+    package init(context: ZMQContext = .shared, type: ZMQSocketType) throws(SystemCallError) {
         let handle = try zmqCall("zmq_socket") { zmq_socket(context.handle, type.rawValue) }
         var linger = context.socketLinger
         do {
@@ -50,28 +50,28 @@ package final class ZMQSocket {
 
     /// Binds to an endpoint such as `inproc://name`, `ipc:///path` or `tcp://127.0.0.1:*`,
     /// via `zmq_bind`. Use `lastEndpoint` to learn a wildcard port.
-    package func bind(_ endpoint: String) throws(ZMQError) {
+    package func bind(_ endpoint: String) throws(SystemCallError) {
         try checkEndpoint(endpoint, call: "zmq_bind")
         try zmqCall("zmq_bind") { zmq_bind(handle, endpoint) }
     }
 
     /// Connects to an endpoint, via `zmq_connect`. Succeeds before the peer binds (even for
     /// inproc): libzmq connects, and delivers queued messages, once the peer is there.
-    package func connect(_ endpoint: String) throws(ZMQError) {
+    package func connect(_ endpoint: String) throws(SystemCallError) {
         try checkEndpoint(endpoint, call: "zmq_connect")
         try zmqCall("zmq_connect") { zmq_connect(handle, endpoint) }
     }
 
     /// Stops listening on a bound endpoint, via `zmq_unbind`. Throws `fileNotFound` when
     /// the socket is not bound to it. A wildcard bind is unbound by its `lastEndpoint`.
-    package func unbind(_ endpoint: String) throws(ZMQError) {
+    package func unbind(_ endpoint: String) throws(SystemCallError) {
         try checkEndpoint(endpoint, call: "zmq_unbind")
         try zmqCall("zmq_unbind") { zmq_unbind(handle, endpoint) }
     }
 
     /// Disconnects from a connected endpoint, via `zmq_disconnect`. Throws `fileNotFound`
     /// when the socket is not connected to it.
-    package func disconnect(_ endpoint: String) throws(ZMQError) {
+    package func disconnect(_ endpoint: String) throws(SystemCallError) {
         try checkEndpoint(endpoint, call: "zmq_disconnect")
         try zmqCall("zmq_disconnect") { zmq_disconnect(handle, endpoint) }
     }
@@ -79,8 +79,8 @@ package final class ZMQSocket {
     /// Rejects an endpoint with a NUL byte: libzmq takes a C string and would silently use
     /// only the part before it, reaching a different endpoint.
     @inline(__always)
-    private func checkEndpoint(_ endpoint: String, call: String) throws(ZMQError) {
-        if endpoint.utf8.contains(0) { throw ZMQError(code: .invalidArgument, call: call) }
+    private func checkEndpoint(_ endpoint: String, call: String) throws(SystemCallError) {
+        if endpoint.utf8.contains(0) { throw SystemCallError(code: .invalidArgument, call: call) }
     }
 
     // MARK: - Sending
@@ -102,9 +102,9 @@ package final class ZMQSocket {
     ///   the `sendTimeout` passed; any other failure of `zmq_send`.
     ///   A failure after the first frame (such as `terminated`) leaves the message unsent.
     @discardableResult
-    package func send(_ frames: [[UInt8]], dontWait: Bool) throws(ZMQError) -> Bool {
+    package func send(_ frames: [[UInt8]], dontWait: Bool) throws(SystemCallError) -> Bool {
         guard let last = frames.indices.last else {
-            throw ZMQError(code: .invalidArgument, call: "zmq_send")
+            throw SystemCallError(code: .invalidArgument, call: "zmq_send")
         }
         for index in frames.indices {
             let flags = ZMQSocket.sendFlags(more: index != last, dontWait: index == 0 && dontWait)
@@ -127,7 +127,7 @@ package final class ZMQSocket {
     ///
     /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
     @inlinable @inline(__always)
-    package func sendFrame(_ bytes: UnsafeRawBufferPointer, more: Bool, dontWait: Bool) throws(ZMQError) -> Bool {
+    package func sendFrame(_ bytes: UnsafeRawBufferPointer, more: Bool, dontWait: Bool) throws(SystemCallError) -> Bool {
         let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
         if !dontWait {
             try zmqCall("zmq_send") { zmq_send(handle, bytes.baseAddress, bytes.count, flags) }
@@ -155,7 +155,7 @@ package final class ZMQSocket {
 
     /// Receives one whole multipart message and copies its frames out; see
     /// `receive(dontWait:maxFrames:_:)`, which lends them without copying.
-    package func receive(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames) throws(ZMQError) -> [[UInt8]]? {
+    package func receive(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames) throws(SystemCallError) -> [[UInt8]]? {
         try receive(dontWait: dontWait, maxFrames: maxFrames) { frames in frames.map { [UInt8]($0) } }
     }
 
@@ -172,14 +172,14 @@ package final class ZMQSocket {
     ///     repeat the same `poll(2)`.
     ///   - maxFrames: the most frames to accept. A longer message is received to its end
     ///     and discarded (so the next receive starts at the next message), and this throws
-    ///     `ZMQError.Code.tooManyFrames` with call `zmq_msg_recv`.
+    ///     `SystemCallError.Code.tooManyFrames` with call `zmq_msg_recv`.
     /// - Returns: what `body` made of the frames (at least one), or `nil` if `dontWait` and
     ///   none is queued. Not `nil` otherwise.
     /// - Throws: `tooManyFrames` (see `maxFrames`); `again` when not `dontWait` and the
     ///   `receiveTimeout` passed; any other failure of `zmq_msg_recv`.
     @inlinable
     package func receive<Result>(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
-                                 _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(ZMQError) -> Result? {
+                                 _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(SystemCallError) -> Result? {
         var result: Result?
         guard try receiveFrames(dontWait: dontWait, maxFrames: maxFrames, { result = body($0) }) else { return nil }
         return result
@@ -190,7 +190,7 @@ package final class ZMQSocket {
     /// that returns `nil`.
     @usableFromInline
     package func receiveFrames(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
-                       _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) throws(ZMQError) -> Bool {
+                       _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) throws(SystemCallError) -> Bool {
         let slots = frameSlots
         var count = 0
         defer { slots.release(count) }
@@ -215,7 +215,7 @@ package final class ZMQSocket {
             let slot = current
             try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
         }
-        if tooMany { throw ZMQError(code: .tooManyFrames, call: "zmq_msg_recv") }
+        if tooMany { throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv") }
         slots.withFrames(count, body)
         return true
     }
@@ -231,7 +231,7 @@ package final class ZMQSocket {
     /// receive needs no such check: see `receive(dontWait:maxFrames:_:)`.)
     @inline(__always)
     @usableFromInline
-    func isReady(for event: ZMQEvents) throws(ZMQError) -> Bool {
+    func isReady(for event: ZMQEvents) throws(SystemCallError) -> Bool {
         try events.contains(event)
     }
 
@@ -242,7 +242,7 @@ package final class ZMQSocket {
     /// - Parameter timeout: how long to wait at most, rounded up to whole milliseconds;
     ///   `nil` waits forever, zero only looks.
     /// - Returns: the events that are ready; empty when the timeout passed.
-    package func poll(for events: ZMQEvents, timeout: Duration?) throws(ZMQError) -> ZMQEvents {
+    package func poll(for events: ZMQEvents, timeout: Duration?) throws(SystemCallError) -> ZMQEvents {
         try ZMQSocket.poll([(self, events)], timeout: timeout)[0]
     }
 
@@ -250,7 +250,7 @@ package final class ZMQSocket {
     ///
     /// - Parameter timeout: as in `poll(for:timeout:)`.
     /// - Returns: the events ready on each socket, in order; all empty when the timeout passed.
-    package static func poll(_ sockets: [(socket: ZMQSocket, events: ZMQEvents)], timeout: Duration?) throws(ZMQError) -> [ZMQEvents] {
+    package static func poll(_ sockets: [(socket: ZMQSocket, events: ZMQEvents)], timeout: Duration?) throws(SystemCallError) -> [ZMQEvents] {
         var items = sockets.map {
             zmq_pollitem_t(socket: $0.socket.handle, fd: 0, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0)
         }

@@ -185,7 +185,7 @@ final class AsyncPerformTests: XCTestCase {
         XCTAssertEqual(worker.loop.cancelPerformRequests(), 2)
         waitOrFail(done, "the first waiter")
         waitOrFail(done, "the second waiter")
-        XCTAssertEqual(Set(errors.all), ["loop: \(RunLoopError.cancelled)", "worker: \(WorkerError.cancelled)"])
+        XCTAssertEqual(Set(errors.all), ["loop: \(RunLoopError.cancelled)", "worker: \(RunLoopError.cancelled)"])
         gate.signal()
         worker.stop()
     }
@@ -198,14 +198,14 @@ final class AsyncPerformTests: XCTestCase {
         let queued = Task.immediate { try await worker.run { XCTFail("cancelled work ran") } }
         let stopper = TestThread { worker.stop(pending: .cancel) }
         let result = await queued.result
-        XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         gate.signal()
         stopper.join()
         do {
             try await worker.run {}
             XCTFail("a stopped worker ran work")
         } catch {
-            XCTAssertEqual(error as? WorkerError, .stopped)
+            XCTAssertEqual(error as? RunLoopError, .stopped)
         }
     }
 }

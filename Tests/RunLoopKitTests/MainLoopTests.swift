@@ -72,7 +72,7 @@ final class MainLoopTests: XCTestCase {
             let onMain = (try? MainLoop.sync { ThreadRunLoop.main.isOwnerThread }) ?? false
             let flag = SharedValue(false)
             let request = try? MainLoop.perform(waitUntilDone: true) { flag.withLock { $0 = true } }
-            let error = (try? MainLoop.sync { () throws -> Int in throw WorkerError.cancelled }).map { _ in "none" } ?? "thrown"
+            let error = (try? MainLoop.sync { () throws -> Int in throw RunLoopError.cancelled }).map { _ in "none" } ?? "thrown"
             outcome.withLock { $0 = (onMain, flag.withLock { $0 } && request?.state == .done, error) }
             MainLoop.stop()
         }

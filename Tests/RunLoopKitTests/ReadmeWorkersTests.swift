@@ -16,7 +16,7 @@ final class ReadmeWorkersTests: XCTestCase {
         try worker.perform(after: .seconds(1), tag: "retry") { print("a second later") }
         worker.cancelPerformRequests(tagged: "retry")
         worker.stop()                                                // runs what is queued, joins the thread
-        // worker.async { … } now throws WorkerError.stopped
+        // worker.async { … } now throws RunLoopError.stopped
 
         // A pool whose threads check in over ports as they start.
         let pool = try WorkerPool(name: "jobs", count: 4, policy: .leastBusy)
@@ -35,7 +35,7 @@ final class ReadmeWorkersTests: XCTestCase {
         XCTAssertEqual(answer, 42)
         XCTAssertEqual(sum, 5050)
         XCTAssertEqual(log.all, ["runs on the worker", "done before this returns"])
-        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         // Foundation's names stay usable alongside.
         XCTAssertNotNil(Thread.current)
         _ = RunLoop.current

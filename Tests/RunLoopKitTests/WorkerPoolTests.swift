@@ -82,8 +82,8 @@ final class WorkerPoolTests: XCTestCase {
         XCTAssertEqual(pool.state, .stopped)
         XCTAssertEqual(pool.workers.map(\.state), [.stopped, .stopped, .stopped])
         XCTAssertFalse(liveThreadNames().contains { $0.hasPrefix("shutdown-") })
-        XCTAssertThrowsError(try pool.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
-        XCTAssertThrowsError(try pool.sync { 1 }) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try pool.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try pool.sync { 1 }) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         pool.stop() // twice: harmless
         XCTAssertEqual(pool.state, .stopped)
     }
@@ -104,7 +104,7 @@ final class WorkerPoolTests: XCTestCase {
         let pool = try WorkerPool(name: "inner", count: 2)
         try pool.sync { pool.stop() } // must not wait for itself
         XCTAssertEqual(pool.state, .stopping)
-        XCTAssertThrowsError(try pool.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try pool.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         pool.stop()
         XCTAssertEqual(pool.state, .stopped)
         XCTAssertFalse(liveThreadNames().contains { $0.hasPrefix("inner-") })
@@ -112,7 +112,7 @@ final class WorkerPoolTests: XCTestCase {
 
     func testACheckInTimeoutStopsTheWorkersThatStartedAndThrows() {
         XCTAssertThrowsError(try WorkerPool(name: "late", count: 2, checkInTimeout: .zero)) {
-            XCTAssertEqual($0 as? WorkerError, .checkInTimedOut(expected: 2, checkedIn: 0))
+            XCTAssertEqual($0 as? PortError, .checkInTimedOut(expected: 2, checkedIn: 0))
         }
         XCTAssertFalse(liveThreadNames().contains { $0.hasPrefix("late-") })
     }

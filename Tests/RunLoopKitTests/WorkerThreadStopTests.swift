@@ -17,10 +17,10 @@ final class WorkerThreadStopTests: XCTestCase {
         let worker = try WorkerThread(name: "stopped")
         worker.stop()
         XCTAssertEqual(worker.state, .stopped)
-        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
-        XCTAssertThrowsError(try worker.sync { 1 }) { XCTAssertEqual($0 as? WorkerError, .stopped) }
-        XCTAssertThrowsError(try worker.perform(waitUntilDone: true) {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
-        XCTAssertThrowsError(try worker.perform(after: .zero) {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.sync { 1 }) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.perform(waitUntilDone: true) {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.perform(after: .zero) {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         XCTAssertEqual(worker.cancelPerformRequests(), 0)
         // The loop itself, used directly, fails cleanly too.
         XCTAssertEqual(worker.loop.perform {}.state, .cancelled)
@@ -48,7 +48,7 @@ final class WorkerThreadStopTests: XCTestCase {
         let requests = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
         worker.control.stop(pending: .run, by: .requestOnly) // asked while the thread is held in its set-up
         XCTAssertEqual(worker.state, .stopping)
-        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? WorkerError, .stopped) }
+        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         gate.signal()
         worker.stop()
         XCTAssertEqual(worker.state, .stopped)
@@ -63,7 +63,7 @@ final class WorkerThreadStopTests: XCTestCase {
         let queued = try worker.async { XCTFail("cancelled work ran") }
         worker.control.stop(pending: .cancel, by: .requestOnly)
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
-            XCTAssertEqual($0 as? WorkerError, .stopped)
+            XCTAssertEqual($0 as? RunLoopError, .stopped)
         }
         gate.signal()
         worker.stop()
@@ -148,7 +148,7 @@ final class WorkerThreadStopTests: XCTestCase {
         let stopper = TestThread { worker.stop(pending: .cancel) }
         // The worker is still busy (the gate is closed), yet the waiter wakes: the stop cancelled its work.
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
-            XCTAssertEqual($0 as? WorkerError, .stopped)
+            XCTAssertEqual($0 as? RunLoopError, .stopped)
         }
         XCTAssertEqual(worker.state, .stopping)
         gate.signal()
@@ -160,9 +160,9 @@ final class WorkerThreadStopTests: XCTestCase {
     func testACallerBlockedInSyncWhileTheWorkerStopsGetsStopped() throws {
         let worker = try WorkerThread(name: "sync-stop")
         let gate = try occupyWorker { _ = try worker.async($0) }
-        let outcome = SharedValue<Result<Int, WorkerError>?>(nil)
+        let outcome = SharedValue<Result<Int, RunLoopError>?>(nil)
         let caller = TestThread {
-            let result = Result { try worker.sync { 1 } }.mapError { $0 as? WorkerError ?? .cancelled }
+            let result = Result { try worker.sync { 1 } }.mapError { $0 as? RunLoopError ?? .cancelled }
             outcome.withLock { $0 = result }
         }
         // Queued before the stop or refused after it: either way, an error and no hang.

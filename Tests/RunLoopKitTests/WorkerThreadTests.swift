@@ -192,7 +192,7 @@ final class WorkerThreadTests: XCTestCase {
         let queued = try worker.async(tag: "job") { XCTFail("cancelled work ran") }
         XCTAssertEqual(worker.cancelPerformRequests(tagged: "job"), 1)
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
-            XCTAssertEqual($0 as? WorkerError, .cancelled)
+            XCTAssertEqual($0 as? RunLoopError, .cancelled)
         }
         gate.signal()
         worker.stop()

@@ -1,4 +1,5 @@
 import Foundation
+import CZeroMQ
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
@@ -8,14 +9,14 @@ import XCTest
 
 final class ZMQSocketTests: XCTestCase {
     private func assertThrowsZMQError(
-        _ expected: ZMQError.Code,
+        _ expected: SystemCallError.Code,
         call: String,
         file: StaticString = #filePath,
         line: UInt = #line,
         _ body: () throws -> Void
     ) {
         XCTAssertThrowsError(try body(), file: file, line: line) { error in
-            XCTAssertEqual(error as? ZMQError, ZMQError(code: expected, call: call), file: file, line: line)
+            XCTAssertEqual(error as? SystemCallError, SystemCallError(code: expected, call: call), file: file, line: line)
         }
     }
 
@@ -145,7 +146,7 @@ final class ZMQSocketTests: XCTestCase {
 
     func testTooManyFramesErrorHasItsOwnDescription() {
         XCTAssertEqual(
-            ZMQError(code: .tooManyFrames, call: "zmq_msg_recv").description,
+            SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv").description,
             "zmq_msg_recv failed: message has too many frames (code -1)"
         )
     }
@@ -377,10 +378,20 @@ final class ZMQSocketTests: XCTestCase {
 
     func testErrorDescriptionsNameTheCallAndLibzmqsMessage() {
         XCTAssertEqual(
-            ZMQError(code: .protocolNotSupported, call: "zmq_bind").description,
-            "zmq_bind failed: Protocol not supported (code \(EPROTONOSUPPORT))"
+            SystemCallError(code: .protocolNotSupported, call: "zmq_bind").description,
+            "zmq_bind failed: Protocol not supported (errno \(EPROTONOSUPPORT))"
         )
-        XCTAssertEqual(ZMQError.Code.terminated.description, "Context was terminated")
+        XCTAssertEqual(SystemCallError.Code.terminated.description, "Context was terminated")
+    }
+
+    func testLibzmqsOwnCodesHaveLibzmqsNumbersAndMessages() {
+        let codes: [(SystemCallError.Code, Int32)] = [
+            (.wrongState, EFSM), (.incompatibleProtocol, ENOCOMPATPROTO), (.terminated, ETERM), (.noIOThread, EMTHREAD),
+        ]
+        for (code, libzmqCode) in codes {
+            XCTAssertEqual(code.rawValue, libzmqCode)
+            XCTAssertEqual(code.description, String(cString: zmq_strerror(libzmqCode)))
+        }
     }
 
     func testVersionAndCapabilitiesComeFromTheLoadedLibzmq() {

@@ -207,7 +207,7 @@ def main():
         problem = f"protocol violation: {error}"
     except zmq.Again:
         problem = f"send timed out after {TIMEOUT_MS} ms"
-    except zmq.ZMQError as error:
+    except zmq.SystemCallError as error:
         problem = f"ZeroMQ error: {error}"
     else:
         problem = None

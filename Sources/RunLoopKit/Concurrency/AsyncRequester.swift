@@ -20,8 +20,8 @@ import Glibc
 /// requester's thread.
 final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
     /// Every async request's requester; the error if its thread could not be started.
-    static let shared = Result { () throws(WorkerError) -> AsyncRequester in
-        try AsyncRequester(worker: WorkerThread(name: "rlk-requester"))
+    static let shared = Result { () throws(SystemCallError) -> AsyncRequester in
+        AsyncRequester(worker: try WorkerThread(name: "rlk-requester"))
     }
 
     let worker: WorkerThread
@@ -32,10 +32,11 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
     /// Replies are serviced in the requester's default mode, beside its timers and performs.
     var replyMode: LoopMode { .default }
 
-    private init(worker: WorkerThread) throws(WorkerError) {
+    private init(worker: WorkerThread) {
         self.worker = worker
-        // The first job on the worker, so before any request it sends.
-        try worker.async { [self] in ThreadPortState.current.replyReceiver = self }
+        // The first job on the worker, so before any request it sends. A worker refuses
+        // work only once stopped, and this one, just started, is never stopped.
+        _ = try? worker.async { [self] in ThreadPortState.current.replyReceiver = self }
     }
 
     /// Hands a request to the requester's thread, which sends it.

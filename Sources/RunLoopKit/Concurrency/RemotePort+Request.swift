@@ -11,7 +11,7 @@ extension RemotePort {
     ///
     /// Throws `PortError.sendTimedOut` if the remote does not take the request within
     /// `sendTimeout`, `receiveTimedOut` if no reply comes within `receiveTimeout` after it
-    /// was sent, `remoteInvalid`, or a transport error, as `sendRequest` does.
+    /// was sent, `remoteInvalid`, or a system error (`.system`), as `sendRequest` does.
     ///
     /// Cancelling the task ends the wait at once with `CancellationError`, whatever stage the
     /// request is at: if it was not sent yet it never is; if it was, its reply is dropped

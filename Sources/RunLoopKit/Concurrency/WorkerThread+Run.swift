@@ -11,8 +11,8 @@ extension WorkerThread {
     ///
     /// Throws the error `work` threw; `CancellationError` if the task is cancelled before
     /// the work started (the request is cancelled and never runs; work that started is
-    /// awaited); `WorkerError.stopped` if the worker does not take it or a stop cancels it;
-    /// `WorkerError.cancelled` if `cancelPerformRequests` cancelled it. Any thread.
+    /// awaited); `RunLoopError.stopped` if the worker does not take it or a stop cancels it;
+    /// `RunLoopError.cancelled` if `cancelPerformRequests` cancelled it. Any thread.
     nonisolated(nonsending)
     public func run<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                  _ work: @escaping @Sendable () throws -> T) async throws -> T {
@@ -21,7 +21,7 @@ extension WorkerThread {
             return try work()
         }
         return try await PerformAwaiter.perform(work, post: { closure in
-            guard let request = control.enqueue(inModes: modes, tag: nil, closure) else { throw WorkerError.stopped }
+            guard let request = control.enqueue(inModes: modes, tag: nil, closure) else { throw RunLoopError.stopped }
             return request
         }) {
             control.cancellationError

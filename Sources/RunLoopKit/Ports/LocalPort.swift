@@ -81,7 +81,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             pollDescriptor = try socket.fileDescriptor
             self.socket = socket
         } catch {
-            throw .transport(error)
+            throw .system(error)
         }
         PortDirectory.shared.opened(inProcessAddress)
         let loop = ThreadRunLoop.current
@@ -101,7 +101,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             try socket.bind(reserved.ipcAddress.rawValue)
         } catch {
             PortDirectory.shared.withdraw(reserved)
-            throw .transport(error)
+            throw .system(error)
         }
         chmod(reserved.socketPath, 0o600)
         registration = reserved
@@ -119,13 +119,13 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         try checkOwnerThread()
         guard let socket else { throw .invalidated }
         guard registration == nil, tcpAddresses.isEmpty else {
-            throw .transport(ZMQError(code: .wrongState, call: "requireCurve: the port already has ipc or tcp endpoints"))
+            throw .system(SystemCallError(code: .wrongState, call: "requireCurve: the port already has ipc or tcp endpoints"))
         }
         do {
             try socket.setOption(.curveServer, true)
             try socket.setOption(.curveSecretKey, keys.secretCurveKey)
         } catch {
-            throw .transport(error)
+            throw .system(error)
         }
     }
 
@@ -136,15 +136,16 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         try checkOwnerThread()
         guard endpoint.hasPrefix("tcp://") else { throw .invalidAddress(endpoint) }
         guard let socket else { throw .invalidated }
-        return try portOperation {
+        let endpoint = try asPortError { () throws(SystemCallError) in
             if endpoint.contains("[") { try socket.setOption(.ipv6, true) } // libzmq binds IPv6 only when asked
             try socket.bind(endpoint)
-            let bound = try PortAddress(validating: socket.lastEndpoint)
-            tcpAddresses.append(bound)
-            PortDirectory.shared.addAlias(bound, for: inProcessAddress)
-            advertised.withLock { $0 = bound }
-            return bound
+            return try socket.lastEndpoint
         }
+        let bound = try PortAddress(validating: endpoint)
+        tcpAddresses.append(bound)
+        PortDirectory.shared.addAlias(bound, for: inProcessAddress)
+        advertised.withLock { $0 = bound }
+        return bound
     }
 
     /// A port freed without `invalidate()` (its last reference was its loop's mode, dropped

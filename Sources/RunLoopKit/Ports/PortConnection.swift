@@ -76,7 +76,7 @@ final class PortConnection: PortSourceDriver {
                 try socket.connect(target.rawValue)
             }
         } catch {
-            throw .transport(error)
+            throw .system(error)
         }
         if target.isInProcess { try PortDirectory.shared.connect(socket, toOpen: target) }
     }
@@ -88,7 +88,7 @@ final class PortConnection: PortSourceDriver {
     // MARK: - The link to another process
 
     /// Reads what the monitor reported since last asked; returns the link as it now stands.
-    func updateLink() throws(ZMQError) -> Link {
+    func updateLink() throws(SystemCallError) -> Link {
         guard let monitor else { return .up } // inproc: connected for as long as the port is open
         while let event = try monitor.nextEvent() {
             switch event {
@@ -101,7 +101,7 @@ final class PortConnection: PortSourceDriver {
     }
 
     /// Connects again after the link went down or was refused.
-    func reconnect() throws(ZMQError) {
+    func reconnect() throws(SystemCallError) {
         // libzmq forgets an endpoint whose connection ended, so the disconnect may find none.
         do { try socket.disconnect(target.rawValue) } catch where error.code == .fileNotFound {}
         try socket.connect(target.rawValue)

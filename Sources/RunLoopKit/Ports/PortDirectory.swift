@@ -107,7 +107,7 @@ final class PortDirectory: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard live.contains(inProcess) else { throw .remoteInvalid(inProcess) }
-        do { try socket.connect(inProcess.rawValue) } catch { throw .transport(error) }
+        do { try socket.connect(inProcess.rawValue) } catch { throw .system(error) }
     }
 
     func addAlias(_ address: PortAddress, for inProcess: PortAddress) {

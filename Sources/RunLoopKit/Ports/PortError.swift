@@ -2,7 +2,10 @@ import RunLoopCore
 import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
-/// Errors of port operations.
+/// Errors of port operations, and of the check-in that starts a pool.
+///
+/// One of RunLoopKit's three error types, with `RunLoopError` (loops and workers) and
+/// `SystemCallError` (a call into the kernel or libzmq, which `.system` carries here).
 public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The peer did not take the message before the deadline (it is gone, not yet there,
     /// or its queue is at its high-water mark). The message was not sent.
@@ -24,14 +27,14 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidKey(String)
     /// The security handshake with the peer failed (a CURVE port and no key or a wrong
     /// key, or the reverse): reported as soon as libzmq reports it, not at the deadline.
-    case authenticationFailed(PortAddress, ZMQHandshakeFailure)
+    case authenticationFailed(PortAddress, HandshakeFailure)
     /// The port was invalidated.
     case invalidated
     /// The runtime directory for named ports is missing, not ours, or open to others.
     case runtimeDirectoryUnsafe(path: String, reason: String)
-    /// ZeroMQ refused an operation.
-    case transport(ZMQError)
-    /// A system call failed.
+    /// Not every worker of a pool checked in before the timeout; the pool stopped those that did start.
+    case checkInTimedOut(expected: Int, checkedIn: Int)
+    /// A call into the kernel or libzmq failed.
     case system(SystemCallError)
 
     public var description: String {
@@ -48,8 +51,20 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .authenticationFailed(let address, let failure): "the security handshake with \(address) failed: \(failure)"
         case .invalidated: "the port was invalidated"
         case .runtimeDirectoryUnsafe(let path, let reason): "unsafe runtime directory \(path): \(reason)"
-        case .transport(let error): "ZeroMQ: \(error)"
+        case .checkInTimedOut(let expected, let checkedIn):
+            "only \(checkedIn) of \(expected) workers checked in before the timeout"
         case .system(let error): "\(error)"
+        }
+    }
+
+    /// Why a security handshake failed, as libzmq's socket monitor reported it.
+    public struct HandshakeFailure: Sendable, Equatable, CustomStringConvertible {
+        /// What went wrong, in words (a CURVE port and a client without its key, a wrong
+        /// server key, a refused authentication).
+        public let description: String
+
+        init(_ failure: ZMQHandshakeFailure) {
+            description = failure.description
         }
     }
 }
@@ -62,28 +77,13 @@ extension PortError {
     }
 }
 
-/// Runs ZeroMQ calls as one step of a port operation: a `ZMQError` becomes
-/// `PortError.transport`.
+/// Runs ZeroMQ or system calls as one step of a port operation: their error becomes
+/// `PortError.system`.
 @inline(__always)
-func transport<T>(_ body: () throws(ZMQError) -> T) throws(PortError) -> T {
+func asPortError<T>(_ body: () throws(SystemCallError) -> T) throws(PortError) -> T {
     do {
         return try body()
     } catch {
-        throw .transport(error)
-    }
-}
-
-/// Runs a port operation whose steps throw ZeroMQ's errors or port errors, as one
-/// typed-throws call: a `ZMQError` becomes `PortError.transport`.
-@inline(__always)
-func portOperation<T>(_ body: () throws -> T) throws(PortError) -> T {
-    do {
-        return try body()
-    } catch let error as PortError {
-        throw error
-    } catch let error as ZMQError {
-        throw .transport(error)
-    } catch {
-        preconditionFailure("a port operation threw \(error), which is neither a PortError nor a ZMQError")
+        throw .system(error)
     }
 }

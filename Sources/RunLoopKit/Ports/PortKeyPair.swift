@@ -20,7 +20,7 @@ public struct PortKeyPair: Sendable, CustomStringConvertible, CustomReflectable 
             let (publicKey, secretKey) = try ZMQCurve.generateKeyPair()
             return PortKeyPair(publicCurveKey: publicKey, secretCurveKey: secretKey)
         } catch {
-            throw .transport(error)
+            throw .system(error)
         }
     }
 

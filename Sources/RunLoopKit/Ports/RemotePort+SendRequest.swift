@@ -12,7 +12,7 @@ extension RemotePort {
     /// Throws `sendTimedOut` if the remote does not take the request within `sendTimeout`,
     /// `receiveTimedOut` if no reply comes within `receiveTimeout` after it was sent
     /// (a vanished remote shows as one of these), `authenticationFailed` if a CURVE
-    /// handshake fails, or a transport error.
+    /// handshake fails, or a system error (`.system`).
     public func sendRequest(_ message: LoopMessage, sendTimeout: Duration = .seconds(5),
                             receiveTimeout: Duration = .seconds(5)) throws(PortError) -> LoopMessage {
         let state = ThreadPortState.current

@@ -67,7 +67,7 @@ final class ThreadPortState {
     @discardableResult
     func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
         let connection = try connection(to: destination)
-        if try !transport({ () throws(ZMQError) in try connection.socket.send(envelope, dontWait: true) }) {
+        if try !asPortError({ () throws(SystemCallError) in try connection.socket.send(envelope, dontWait: true) }) {
             try waitAndSend(envelope, on: connection, before: deadline)
         }
         connection.loop?.sentOnPortSource(connection)
@@ -96,13 +96,13 @@ final class ThreadPortState {
                 close(connection)
                 throw PortError.remoteInvalid(address)
             }
-            switch try transport(connection.updateLink) {
+            switch try asPortError(connection.updateLink) {
             case .refused(let failure) where lastConnect != nil:
-                throw .authenticationFailed(address, failure)
+                throw .authenticationFailed(address, PortError.HandshakeFailure(failure))
             case .down, .refused:
                 let now = Deadline.now()
                 if lastConnect.map({ now - $0 >= PortConnection.retryInterval }) ?? true {
-                    try transport(connection.reconnect)
+                    try asPortError(connection.reconnect)
                     lastConnect = now
                 }
             case .connecting, .up:
@@ -111,7 +111,7 @@ final class ThreadPortState {
             let now = Deadline.now()
             guard now < deadline else { throw PortError.loggedTimeout(.sendTimedOut(address)) }
             let slice = min(deadline - now, ThreadPortState.livenessCheckInterval)
-            let sent = try transport { () throws(ZMQError) -> Bool in
+            let sent = try asPortError { () throws(SystemCallError) -> Bool in
                 if let monitor = connection.monitorSocket {
                     _ = try ZMQSocket.poll([(connection.socket, .pollOut), (monitor, .pollIn)], timeout: slice)
                 } else {

@@ -15,10 +15,10 @@ extension ZMQSocket {
     /// - Returns: whether the message was queued; always `true` when not `dontWait`.
     /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
     ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
-    func send(_ envelope: PortEnvelope, dontWait: Bool, via returnPath: ReturnPath? = nil) throws(ZMQError) -> Bool {
+    func send(_ envelope: PortEnvelope, dontWait: Bool, via returnPath: ReturnPath? = nil) throws(SystemCallError) -> Bool {
         if let returnPath {
             let accepted = returnPath.routingID.withUnsafeBytes { routingID in
-                Result { () throws(ZMQError) in try sendFrame(routingID, more: true, dontWait: dontWait) }
+                Result { () throws(SystemCallError) in try sendFrame(routingID, more: true, dontWait: dontWait) }
             }
             guard try accepted.get() else { return false } // nothing was queued
             if returnPath.hasDelimiter { try sendFrame([], more: true) }
@@ -33,7 +33,7 @@ extension ZMQSocket {
                 componentCount: components.count,
                 componentKind: { if case .port = components[$0] { WireCodec.portKind } else { WireCodec.dataKind } },
                 into: header)
-            return Result { () throws(ZMQError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
+            return Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
         }
         guard try headerAccepted.get() else { return false } // nothing was queued
         try sendFrame(utf8Of: message.replyPort?.address.rawValue ?? "", more: !components.isEmpty)
@@ -48,17 +48,17 @@ extension ZMQSocket {
     }
 
     /// Sends a frame after the first, which libzmq never makes wait (see `send(_:dontWait:)`).
-    private func sendFrame(_ bytes: [UInt8], more: Bool) throws(ZMQError) {
+    private func sendFrame(_ bytes: [UInt8], more: Bool) throws(SystemCallError) {
         let sent = bytes.withUnsafeBytes { buffer in
-            Result { () throws(ZMQError) in try sendFrame(buffer, more: more, dontWait: false) }
+            Result { () throws(SystemCallError) in try sendFrame(buffer, more: more, dontWait: false) }
         }
         _ = try sent.get()
     }
 
-    private func sendFrame(utf8Of string: String, more: Bool) throws(ZMQError) {
+    private func sendFrame(utf8Of string: String, more: Bool) throws(SystemCallError) {
         var string = string
         let sent = string.withUTF8 { buffer in
-            Result { () throws(ZMQError) in try sendFrame(UnsafeRawBufferPointer(buffer), more: more, dontWait: false) }
+            Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(buffer), more: more, dontWait: false) }
         }
         _ = try sent.get()
     }

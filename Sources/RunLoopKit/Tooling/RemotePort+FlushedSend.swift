@@ -16,18 +16,19 @@ extension RemotePort {
                                     before deadline: Deadline) throws(PortError) {
         guard !address.isInProcess else { return try RemotePort(address).send(message, before: deadline) }
         let envelope = PortEnvelope(.message, message)
-        try portOperation {
-            let context = try ZMQContext(ioThreads: 1, maxSockets: 4)
-            let socket = try ZMQSocket(context: context, type: .dealer)
+        let socket = try asPortError { () throws(SystemCallError) in
+            let socket = try ZMQSocket(context: ZMQContext(ioThreads: 1, maxSockets: 4), type: .dealer)
             try socket.setOption(.immediate, true)
             try socket.connect(address.rawValue)
-            while try !socket.send(envelope, dontWait: true) {
-                let now = Deadline.now()
-                guard now < deadline else { throw PortError.loggedTimeout(.sendTimedOut(address)) }
-                _ = try socket.poll(for: .pollOut, timeout: deadline - now)
-            }
-            // Released here, the socket closes, then its context terminates (zmq_ctx_term),
-            // which waits for the message to be written, at most the socket's linger.
+            return socket
         }
+        while try !asPortError({ () throws(SystemCallError) in try socket.send(envelope, dontWait: true) }) {
+            let now = Deadline.now()
+            guard now < deadline else { throw PortError.loggedTimeout(.sendTimedOut(address)) }
+            _ = try asPortError { () throws(SystemCallError) in try socket.poll(for: .pollOut, timeout: deadline - now) }
+        }
+        // Released on return, the socket closes, then its context (which only it holds)
+        // terminates (zmq_ctx_term), which waits for the message to be written, at most
+        // the socket's linger.
     }
 }

@@ -152,13 +152,13 @@ public enum MainLoop {
 
     /// `performSelectorOnMainThread:withObject:waitUntilDone:modes:`: queues `work` for the
     /// main thread's next pass in one of `modes`. With `waitUntilDone`, blocks until it ran
-    /// (at once when called on the main thread) and throws `WorkerError.cancelled` if it
+    /// (at once when called on the main thread) and throws `RunLoopError.cancelled` if it
     /// was cancelled instead; without, it is `async` and never throws. The main thread must
     /// be running its loop (`run()` or any run of `ThreadRunLoop.main`) for a waiting caller
     /// to return. Any thread.
     @discardableResult
     public static func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool = false,
-                               _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+                               _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         let loop = ThreadRunLoop.main
         if waitUntilDone && loop.isOwnerThread {
             let request = PerformRequest(modes: modes, tag: tag, work: work)
@@ -172,7 +172,7 @@ public enum MainLoop {
 
     /// Runs `work` on the main thread and returns its result, rethrowing its error (at
     /// once on the main thread; else the caller blocks until the main loop ran it). Throws
-    /// `WorkerError.cancelled` if it was cancelled. Any thread.
+    /// `RunLoopError.cancelled` if it was cancelled. Any thread.
     public static func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                          _ work: @escaping @Sendable () throws -> T) throws -> T {
         let loop = ThreadRunLoop.main

@@ -19,7 +19,7 @@ final class PendingResult<Value: Sendable>: @unchecked Sendable {
 
     /// Blocks until `request` has run or was cancelled; returns the work's result, rethrows
     /// its error, or throws `cancelled()` if it never ran.
-    func wait(for request: PerformRequest, cancelled: () -> WorkerError) throws -> Value {
+    func wait(for request: PerformRequest, cancelled: () -> RunLoopError) throws -> Value {
         switch request.waitUntilFinished() {
         case .done:
             return try outcome.withLock { $0 }!.get()
@@ -31,7 +31,7 @@ final class PendingResult<Value: Sendable>: @unchecked Sendable {
 
 extension PerformRequest {
     /// Blocks until the request has run; throws `cancelled()` if it never will.
-    func waitUntilDone(cancelled: () -> WorkerError) throws(WorkerError) {
+    func waitUntilDone(cancelled: () -> RunLoopError) throws(RunLoopError) {
         guard waitUntilFinished() == .done else { throw cancelled() }
     }
 }

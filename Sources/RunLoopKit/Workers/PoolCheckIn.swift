@@ -22,13 +22,9 @@ final class PoolCheckIn {
     private var received: [Int: RemotePort] = [:] // creator thread only
 
     /// Creates the check-in port on the calling thread and adds it to the private mode.
-    init(expected: Int) throws(WorkerError) {
+    init(expected: Int) throws(PortError) {
         self.expected = expected
-        do {
-            port = try LocalPort()
-        } catch {
-            throw .checkInFailed(error)
-        }
+        port = try LocalPort()
         port.handler = { [weak self] message in
             self?.receive(message)
             return nil
@@ -47,7 +43,7 @@ final class PoolCheckIn {
 
     /// Runs the creator's loop in the private mode until all workers checked in or
     /// `deadline`; returns the ports in worker order, or how many checked in.
-    func collect(until deadline: Deadline) -> Result<[RemotePort], WorkerError> {
+    func collect(until deadline: Deadline) -> Result<[RemotePort], PortError> {
         let loop = ThreadRunLoop.current
         while received.count < expected && Deadline.now() < deadline {
             _ = loop.run(mode: PoolCheckIn.mode, until: deadline, returnAfterSourceHandled: true)

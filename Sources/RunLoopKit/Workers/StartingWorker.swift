@@ -17,7 +17,7 @@ final class StartingWorker {
     /// Starts worker `index` named `name`, whose set-up checks in with `checkIn`; returns
     /// without waiting for it. Throws if the thread cannot be created.
     init(index: Int, name: String, checkIn: RemotePort, timeout: Duration,
-         messageHandler: WorkerPool.MessageHandler?) throws(WorkerError) {
+         messageHandler: WorkerPool.MessageHandler?) throws(SystemCallError) {
         let outcome = LockedValue<Result<LocalPort, PortError>?>(nil)
         self.outcome = outcome
         worker = try WorkerThread(startingNamed: name, setUp: {

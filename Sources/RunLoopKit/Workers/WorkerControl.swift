@@ -72,13 +72,8 @@ final class WorkerControl: @unchecked Sendable {
     /// Starts the thread; the worker is running (takes work) once this returns, whether or
     /// not the thread runs yet. `setUp`, if any, runs on the thread before its loop first
     /// runs; `waitUntilSetUp()` waits for it.
-    func start(name: String, setUp: (@Sendable () -> Void)?) throws(WorkerError) {
-        let thread: NativeThread
-        do {
-            thread = try NativeThread.start(name: name) { [self] in main(setUp: setUp) }
-        } catch {
-            throw .threadCreationFailed(errno: error.errno)
-        }
+    func start(name: String, setUp: (@Sendable () -> Void)?) throws(SystemCallError) {
+        let thread = try NativeThread.start(name: name) { [self] in main(setUp: setUp) }
         lock.withLock {
             self.thread = thread
             lifecycle = .running
@@ -142,7 +137,7 @@ final class WorkerControl: @unchecked Sendable {
     }
 
     /// The error for a waiter whose request was cancelled: by a stop, or by `cancelPerformRequests`.
-    var cancellationError: WorkerError { isRunning ? .cancelled : .stopped }
+    var cancellationError: RunLoopError { isRunning ? .cancelled : .stopped }
 
     // MARK: - Stop
 

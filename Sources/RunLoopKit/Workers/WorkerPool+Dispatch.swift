@@ -8,7 +8,7 @@ extension WorkerPool {
     /// Queues `work` on a worker and returns at once. Throws `.stopped` once the pool is stopping.
     @discardableResult
     public func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                      _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+                      _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard isRunning else { throw .stopped }
         let token = nextMember().begin()
         return try token.member.worker.async(inModes: modes, tag: tag) {
@@ -18,10 +18,10 @@ extension WorkerPool {
     }
 
     /// Runs `work` on a worker and returns its result, rethrowing its error; the caller
-    /// blocks until it ran. Throws `WorkerError.stopped` once the pool is stopping.
+    /// blocks until it ran. Throws `RunLoopError.stopped` once the pool is stopping.
     public func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                   _ work: @escaping @Sendable () throws -> T) throws -> T {
-        guard isRunning else { throw WorkerError.stopped }
+        guard isRunning else { throw RunLoopError.stopped }
         let token = nextMember().begin()
         return try token.member.worker.sync(inModes: modes) {
             defer { token.end() }
@@ -33,7 +33,7 @@ extension WorkerPool {
     /// of the pool: `sync` with `waitUntilDone`, else `async`.
     @discardableResult
     public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool,
-                        _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard isRunning else { throw .stopped }
         let token = nextMember().begin()
         return try token.member.worker.perform(inModes: modes, tag: tag, waitUntilDone: waitUntilDone) {

@@ -68,7 +68,7 @@ public final class WorkerPool: @unchecked Sendable, CustomStringConvertible {
     /// Starts `count` workers (at least one) and waits until all checked in, at most
     /// `checkInTimeout`; if not, stops those that started and throws `checkInTimedOut`.
     public init(name: String = "pool", count: Int, policy: Policy = .roundRobin,
-                checkInTimeout: Duration = .seconds(10), messageHandler: MessageHandler? = nil) throws(WorkerError) {
+                checkInTimeout: Duration = .seconds(10), messageHandler: MessageHandler? = nil) throws(PortError) {
         precondition(count > 0, "a pool needs at least one worker")
         self.name = name
         self.policy = policy
@@ -84,14 +84,14 @@ public final class WorkerPool: @unchecked Sendable, CustomStringConvertible {
             }
         } catch {
             for starting in started { starting.worker.stop(pending: .cancel) }
-            throw error
+            throw .system(error)
         }
         var workerPorts: [LocalPort] = []
-        var setUpError: WorkerError?
+        var setUpError: PortError?
         for starting in started {
             switch starting.waitUntilSetUp() {
             case .success(let port): workerPorts.append(port)
-            case .failure(let error): setUpError = setUpError ?? .checkInFailed(error)
+            case .failure(let error): setUpError = setUpError ?? error
             }
         }
         if let setUpError {

@@ -13,27 +13,27 @@ import RunLoopZMQ
 ///
 /// Work runs on the worker's thread in FIFO order, in the worker's next pass in one of
 /// `modes` (the worker runs its default mode; another mode only while work on the worker
-/// runs the loop in it). Once the worker is stopping, handing it work throws `WorkerError.stopped`.
+/// runs the loop in it). Once the worker is stopping, handing it work throws `RunLoopError.stopped`.
 extension WorkerThread {
     /// Queues `work` and returns at once (`waitUntilDone:NO`); the returned request can be
     /// cancelled while pending. Throws `.stopped` if the worker no longer takes work. Any thread.
     @discardableResult
     public func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                      _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+                      _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard let request = control.enqueue(inModes: modes, tag: tag, work) else { throw .stopped }
         return request
     }
 
     /// Runs `work` on the worker and returns its result, rethrowing its error. On the
     /// worker's own thread it runs at once; from another thread it is queued and the
-    /// caller blocks until it ran. Throws `WorkerError.stopped` if the worker does not
+    /// caller blocks until it ran. Throws `RunLoopError.stopped` if the worker does not
     /// take it or stops (`.cancel`) before running it, `.cancelled` if it was cancelled. Any thread.
     public func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                   _ work: @escaping @Sendable () throws -> T) throws -> T {
         if isCurrent { return try work() }
         let result = PendingResult<T>()
         guard let request = control.enqueue(inModes: modes, tag: nil, result.wrap(work)) else {
-            throw WorkerError.stopped
+            throw RunLoopError.stopped
         }
         return try result.wait(for: request) { control.cancellationError }
     }
@@ -43,7 +43,7 @@ extension WorkerThread {
     /// thread), and it throws like `sync`; without, it is `async`. Any thread.
     @discardableResult
     public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool,
-                        _ work: @escaping @Sendable () -> Void) throws(WorkerError) -> PerformRequest {
+                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard waitUntilDone else { return try async(inModes: modes, tag: tag, work) }
         if isCurrent {
             let request = PerformRequest(modes: modes, tag: tag, work: work)
@@ -60,7 +60,7 @@ extension WorkerThread {
     /// the worker's loop, cancelled by `cancelPerformRequests(tagged:)`, and by a stop if not
     /// yet due. Throws `.stopped` if the worker no longer takes work. Any thread.
     public func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
-                        _ work: @escaping @Sendable () -> Void) throws(WorkerError) {
+                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) {
         if isCurrent {
             guard control.isRunning else { throw .stopped }
             _ = delayedPerforms.schedule(after: delay, inModes: modes, tag: tag, work)
@@ -72,7 +72,7 @@ extension WorkerThread {
 
     /// Cancels the worker's pending requests tagged `tag` (all of them with nil): queued,
     /// delayed, or delayed ones still being handed over. Callers waiting for them get
-    /// `WorkerError.cancelled`. Returns how many requests it cancelled. Any thread.
+    /// `RunLoopError.cancelled`. Returns how many requests it cancelled. Any thread.
     @discardableResult
     public func cancelPerformRequests(tagged tag: String? = nil) -> Int {
         delayedPerforms.cancel(tagged: tag)

@@ -17,7 +17,7 @@ import RunLoopZMQ
 ///     let answer = try worker.sync { 6 * 7 }
 ///     worker.stop()
 ///
-/// Work handed to a worker that is stopping or stopped fails with `WorkerError.stopped`;
+/// Work handed to a worker that is stopping or stopped fails with `RunLoopError.stopped`;
 /// a caller waiting for work that a stop cancels wakes with that error. Nothing crashes
 /// or hangs (unlike `performSelector:onThread:` on a finished `NSThread`).
 ///
@@ -45,7 +45,7 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
         /// stop in the default or common modes runs, in order. Requests for other modes
         /// and delayed performs not yet due are cancelled.
         case run
-        /// Cancel it: callers waiting for it get `WorkerError.stopped` at once, even while
+        /// Cancel it: callers waiting for it get `RunLoopError.stopped` at once, even while
         /// the worker is still busy with the work in progress.
         case cancel
     }
@@ -62,15 +62,15 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
     /// Starts a worker thread named `name`. It takes work at once: the loop is made here
     /// and adopted by the new thread, so `init` does not wait for that thread to run; work
     /// handed over meanwhile waits in the loop's queue and runs, in order, in its first pass.
-    /// Throws `threadCreationFailed` if the system refuses the thread.
-    public convenience init(name: String = "worker") throws(WorkerError) {
+    /// Throws the `SystemCallError` of `pthread_create` if the system refuses the thread.
+    public convenience init(name: String = "worker") throws(SystemCallError) {
         try self.init(startingNamed: name, setUp: nil)
     }
 
     /// Starts a worker thread named `name`; `setUp` runs on that thread before its loop
     /// first runs (to add ports, timers or sources to `ThreadRunLoop.current`), and `init`
-    /// returns after it. Throws `threadCreationFailed` if the system refuses the thread.
-    public convenience init(name: String, setUp: @escaping @Sendable () -> Void) throws(WorkerError) {
+    /// returns after it. Throws the `SystemCallError` of `pthread_create` if the system refuses the thread.
+    public convenience init(name: String, setUp: @escaping @Sendable () -> Void) throws(SystemCallError) {
         try self.init(startingNamed: name, setUp: setUp)
         waitUntilSetUp()
     }
@@ -78,7 +78,7 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
     /// Starts a worker thread named `name` that runs `setUp`, if any, before its loop first
     /// runs, and returns without waiting for it (`waitUntilSetUp()` does): a pool starts all
     /// its workers first, then waits for them, so that their start-ups overlap.
-    init(startingNamed name: String, setUp: (@Sendable () -> Void)?) throws(WorkerError) {
+    init(startingNamed name: String, setUp: (@Sendable () -> Void)?) throws(SystemCallError) {
         self.name = name
         control = WorkerControl()
         loop = control.loop

@@ -35,9 +35,9 @@ func waitUntilUnroutable(_ routingID: [UInt8], from router: ZMQSocket, limit: Du
     while Deadline.now() < deadline {
         _ = try router.events
         do {
-            let accepted = try routingID.withUnsafeBytes { id throws(ZMQError) in try router.sendFrame(id, more: true, dontWait: true) }
-            if accepted { _ = try [UInt8]().withUnsafeBytes { empty throws(ZMQError) in try router.sendFrame(empty, more: false, dontWait: true) } }
-        } catch let error as ZMQError where error.code == .hostUnreachable {
+            let accepted = try routingID.withUnsafeBytes { id throws(SystemCallError) in try router.sendFrame(id, more: true, dontWait: true) }
+            if accepted { _ = try [UInt8]().withUnsafeBytes { empty throws(SystemCallError) in try router.sendFrame(empty, more: false, dontWait: true) } }
+        } catch let error as SystemCallError where error.code == .hostUnreachable {
             return true
         }
         var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
