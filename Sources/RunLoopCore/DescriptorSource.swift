@@ -139,7 +139,7 @@ public final class DescriptorSource: @unchecked Sendable {
     }
 
     deinit {
-        if ownership == .owned && !descriptorReleased { Glibc.close(descriptor) }
+        if ownership == .owned && !descriptorReleased { Kernel.close(descriptor) }
     }
 
     public var isValid: Bool { lifecycleLock.withLock { lifecycle == .valid } }
@@ -258,6 +258,6 @@ public final class DescriptorSource: @unchecked Sendable {
             return true
         }
         // Not through `systemCall`: `close` must not be retried on EINTR (Linux has closed it).
-        if close { Glibc.close(descriptor) }
+        if close { Kernel.close(descriptor) }
     }
 }

@@ -45,9 +45,9 @@ struct FarDeadlineTimer {
     /// The timer fired: reads its count so that it is no longer readable.
     mutating func fired() {
         var count: UInt64 = 0
-        _ = read(descriptor, &count, 8) // EAGAIN is fine: it was read already
+        _ = try? withUnsafeMutableBytes(of: &count) { try Kernel.read(descriptor, into: $0) } // EAGAIN is fine: it was read already
         armed = nil
     }
 
-    func close() { Glibc.close(descriptor) }
+    func close() { Kernel.close(descriptor) }
 }

@@ -20,23 +20,23 @@ struct PollSet {
         do {
             wakeFD = try systemCall("eventfd") { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) }
         } catch {
-            Glibc.close(epollFD)
+            Kernel.close(epollFD)
             throw error
         }
         do {
             try PollSet.control(EPOLL_CTL_ADD, "epoll_ctl(ADD)", wakeFD, token: PollSet.wakeToken,
                                 events: EPOLLIN.rawValue, in: epollFD)
         } catch {
-            Glibc.close(wakeFD)
-            Glibc.close(epollFD)
+            Kernel.close(wakeFD)
+            Kernel.close(epollFD)
             throw error
         }
     }
 
     /// Closes both descriptors; once, when the loop's poller goes.
     func close() {
-        Glibc.close(wakeFD)
-        Glibc.close(epollFD)
+        Kernel.close(wakeFD)
+        Kernel.close(epollFD)
     }
 
     /// Adds a descriptor, reported with `token` when one of `events` (epoll's bits) is
@@ -65,7 +65,8 @@ struct PollSet {
     /// Reads the wake-up count, so that the eventfd is no longer readable.
     func drainWakeUps() {
         var value: UInt64 = 0
-        _ = read(wakeFD, &value, 8) // EAGAIN is fine: a late writer's count is read next time.
+        // EAGAIN is fine: a late writer's count is read next time.
+        _ = try? withUnsafeMutableBytes(of: &value) { try Kernel.read(wakeFD, into: $0) }
     }
 
     /// `epoll_pwait2` with a nanosecond timeout, falling back to `epoll_wait` rounded up to

@@ -42,7 +42,7 @@ public final class SignalSource: @unchecked Sendable {
         do {
             relaySlot = try SignalRelay.add(signal, eventfd: counter)
         } catch {
-            Glibc.close(counter)
+            Kernel.close(counter)
             throw error
         }
         descriptorSource = DescriptorSource(descriptor: counter, watching: .readable, ownership: .owned) { event in

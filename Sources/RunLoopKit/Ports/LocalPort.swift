@@ -97,13 +97,18 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         try checkOwnerThread()
         guard registration == nil, let socket else { throw .invalidated }
         let reserved = try PortDirectory.shared.reserve(name)
-        do {
+        do throws(SystemCallError) {
             try socket.bind(reserved.ipcAddress.rawValue)
+            do {
+                try Kernel.chmod(reserved.socketPath, 0o600) // the directory is 0700 already: belt and braces
+            } catch {
+                try? socket.unbind(reserved.ipcAddress.rawValue)
+                throw error
+            }
         } catch {
             PortDirectory.shared.withdraw(reserved)
             throw .system(error)
         }
-        chmod(reserved.socketPath, 0o600)
         registration = reserved
         PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
         registeredName.withLock { $0 = name }

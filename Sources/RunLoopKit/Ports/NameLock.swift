@@ -18,59 +18,70 @@ final class NameLock {
 
     /// Takes the lock for `name`, writing our pid into it; `nameInUse` if a live process holds it.
     init(name: String, directory: String) throws(PortError) {
-        path = "\(directory)/\(name).lock"
+        let path = "\(directory)/\(name).lock"
+        self.path = path
         var attempts = 0
         while true {
             attempts += 1
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard fd >= 0 else { throw .system(SystemCallError(call: "open(\(path))", errno: errno)) }
-            if clinux_ofd_lock(fd, 1, 0, nil) != 0 {
-                let code = errno
+            let fd = try asPortError { () throws(SystemCallError) in
+                try Kernel.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode: 0o600)
+            }
+            let locked: Bool
+            do {
+                locked = try Kernel.lockExclusively(fd)
+            } catch {
+                Kernel.close(fd)
+                throw .system(error)
+            }
+            guard locked else {
                 let holder = NameLock.writtenPID(fd)
-                close(fd)
-                if code == EAGAIN || code == EACCES { throw .nameInUse(name, holder: holder) }
-                throw .system(SystemCallError(call: "fcntl(F_OFD_SETLK, \(path))", errno: code))
+                Kernel.close(fd)
+                throw .nameInUse(name, holder: holder)
             }
             if NameLock.stillNamesFile(path: path, fd: fd) {
                 self.fd = fd
                 break
             }
-            close(fd) // unlinked by its previous owner between our open and flock
+            Kernel.close(fd) // unlinked by its previous owner between our open and lock
             if attempts > 100 { throw .nameInUse(name, holder: nil) }
         }
-        let pid = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        // The pid is for `nameInUse(holder:)` and the tool's listing only: a lock file
+        // without it still holds the name.
+        _ = try? Kernel.overwrite(fd, with: Array("\(getpid())\n".utf8))
     }
 
     /// Unlinks the lock file, then releases the lock.
     func release() {
-        unlink(path)
-        close(fd)
+        _ = try? Kernel.unlink(path) // already gone: nothing to give back
+        Kernel.close(fd)
     }
 
     /// The pid of the live owner of `name`'s lock, or nil when no live process holds it.
     static func liveOwner(name: String, directory: String) -> pid_t? {
-        let fd = open("\(directory)/\(name).lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var held: Int32 = 0
-        guard clinux_ofd_lock(fd, 1, 1, &held) == 0, held != 0 else { return nil }
+        guard let fd = try? Kernel.open("\(directory)/\(name).lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW) else { return nil }
+        defer { Kernel.close(fd) }
+        guard (try? Kernel.isLockedByAnother(fd)) == true else { return nil }
         return writtenPID(fd) ?? -1 // -1: alive, pid not yet written
+    }
+
+    /// The pid the last owner of `name` wrote into its lock file, read without taking or
+    /// testing the lock (a dead owner's, for the tool's listing).
+    static func lastOwner(name: String, directory: String) -> pid_t? {
+        guard let fd = try? Kernel.open("\(directory)/\(name).lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else { return nil }
+        defer { Kernel.close(fd) }
+        return writtenPID(fd)
     }
 
     /// The pid its holder wrote into the lock file open at `fd`, if it has yet.
     private static func writtenPID(_ fd: Int32) -> pid_t? {
         var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 31, 0) }
-        let digits = buffer.prefix(max(count, 0)).prefix { $0 >= 0x30 && $0 <= 0x39 }
+        let count = buffer.withUnsafeMutableBytes { (try? Kernel.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<31]), at: 0)) ?? 0 }
+        let digits = buffer.prefix(count).prefix { $0 >= 0x30 && $0 <= 0x39 }
         return pid_t(String(decoding: digits, as: UTF8.self))
     }
 
     private static func stillNamesFile(path: String, fd: Int32) -> Bool {
-        var held = stat()
-        var named = stat()
-        guard fstat(fd, &held) == 0, stat(path, &named) == 0 else { return false }
+        guard let held = try? Kernel.status(fd), let named = try? Kernel.status(path) else { return false }
         return held.st_dev == named.st_dev && held.st_ino == named.st_ino
     }
 }

@@ -42,7 +42,7 @@ final class PortDirectory: @unchecked Sendable {
             throw .invalidName(name, reason: "too long for a socket path in \(directory)")
         }
         let nameLock = try NameLock(name: name, directory: directory)
-        if unlink(socketPath) == 0 {
+        if (try? Kernel.unlink(socketPath)) != nil { // a dead owner's
             RunLoopKitLog.names.debug("stale name reclaimed: its dead owner's socket file was removed",
                                       metadata: ["name": "\(name)", "socket": "\(socketPath)"])
         }
@@ -69,8 +69,8 @@ final class PortDirectory: @unchecked Sendable {
     /// A killed process leaves its names, which the next registration reclaims.
     private func removeNamesAtExit() {
         for (socketPath, lockPath) in lock.withLock({ heldFiles.values }) {
-            unlink(socketPath)
-            unlink(lockPath)
+            _ = try? Kernel.unlink(socketPath) // already gone: nothing to remove
+            _ = try? Kernel.unlink(lockPath)
         }
     }
 
@@ -81,7 +81,7 @@ final class PortDirectory: @unchecked Sendable {
             aliases[registration.ipcAddress] = nil
             heldFiles[registration.name] = nil
         }
-        unlink(registration.socketPath)
+        _ = try? Kernel.unlink(registration.socketPath) // already gone: nothing to remove
         registration.nameLock.release()
     }
 

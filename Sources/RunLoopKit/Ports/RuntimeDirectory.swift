@@ -28,12 +28,9 @@ enum RuntimeDirectory {
 
     /// Creates `path` with mode 0700 if missing, then checks it is safe to use.
     static func prepare(_ path: String) throws(PortError) -> String {
-        if mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw .system(SystemCallError(call: "mkdir(\(path))", errno: errno))
-        }
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            throw .system(SystemCallError(call: "lstat(\(path))", errno: errno))
+        let info = try asPortError { () throws(SystemCallError) in
+            try Kernel.makeDirectory(path, 0o700)
+            return try Kernel.linkStatus(path)
         }
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw .runtimeDirectoryUnsafe(path: path, reason: "not a directory (or a symbolic link)")

@@ -19,7 +19,7 @@ public enum PortRegistry {
     /// Every name with a lock file in the runtime directory, live or dead, sorted by name.
     public static func registeredNames() throws(PortError) -> [RegisteredPortName] {
         let directory = try RuntimeDirectory.path()
-        let files = try fileNames(in: directory)
+        let files = try asPortError { () throws(SystemCallError) in try Kernel.directoryEntries(directory) }
         return files.compactMap { file -> RegisteredPortName? in
             guard file.hasSuffix(".lock") else { return nil }
             let name = String(file.dropLast(".lock".count))
@@ -33,37 +33,14 @@ public enum PortRegistry {
     public static func registration(named name: String) throws(PortError) -> RegisteredPortName? {
         try PortName.validate(name)
         let directory = try RuntimeDirectory.path()
-        guard access("\(directory)/\(name).lock", F_OK) == 0 else { return nil }
+        guard Kernel.exists("\(directory)/\(name).lock") else { return nil }
         return entry(name, in: directory)
-    }
-
-    private static func fileNames(in directory: String) throws(PortError) -> [String] {
-        guard let stream = opendir(directory) else {
-            throw .system(SystemCallError(call: "opendir(\(directory))", errno: errno))
-        }
-        defer { closedir(stream) }
-        var names: [String] = []
-        while let entry = readdir(stream) {
-            names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
-        }
-        return names
     }
 
     private static func entry(_ name: String, in directory: String) -> RegisteredPortName {
         let owner = NameLock.liveOwner(name: name, directory: directory)
-        let pid: Int32? = if let owner { owner > 0 ? owner : nil } else { lastOwner(name: name, directory: directory) }
+        let pid: Int32? = if let owner { owner > 0 ? owner : nil } else { NameLock.lastOwner(name: name, directory: directory) }
         return RegisteredPortName(name: name, isAlive: owner != nil, ownerPID: pid,
                                   address: PortAddress(unchecked: "ipc://\(directory)/\(name).sock"))
-    }
-
-    /// The pid a dead owner wrote in the lock file, read without taking or testing the lock.
-    private static func lastOwner(name: String, directory: String) -> Int32? {
-        let fd = open("\(directory)/\(name).lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 31, 0) }
-        let digits = buffer.prefix(max(count, 0)).prefix { $0 >= 0x30 && $0 <= 0x39 }
-        return Int32(String(decoding: digits, as: UTF8.self))
     }
 }

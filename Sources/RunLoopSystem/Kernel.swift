@@ -1,0 +1,117 @@
+import CLinuxPoll
+import Glibc
+
+/// The file and descriptor calls RunLoopKit makes, each through `systemCall` (errno read
+/// at the failure point, `EINTR` retried) and throwing `SystemCallError` named after the
+/// call and its path. Calls that cannot fail (`getpid`, `getuid`) are made directly.
+package enum Kernel {
+    /// `open(2)`; returns the new descriptor.
+    package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(SystemCallError) -> Int32 {
+        try systemCall("open(\(path))") { Glibc.open(path, flags, mode) }
+    }
+
+    /// `close(2)`, once. Never retried: Linux releases the descriptor even when `close`
+    /// reports `EINTR`, so a retry could close a descriptor another thread just opened.
+    /// Its error is not reported: the descriptor is gone either way.
+    package static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// `read(2)` into `buffer`; returns the bytes read.
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
+        try systemCall("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    /// `write(2)` of `bytes`; returns the bytes written.
+    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemCallError) -> Int {
+        try systemCall("write") { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+    }
+
+    /// `pread(2)` into `buffer` from `offset`; returns the bytes read.
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(SystemCallError) -> Int {
+        try systemCall("pread") { Glibc.pread(fd, buffer.baseAddress, buffer.count, offset) }
+    }
+
+    /// Replaces a file's contents with `bytes` (`ftruncate(2)`, then `pwrite(2)` at 0).
+    package static func overwrite(_ fd: Int32, with bytes: [UInt8]) throws(SystemCallError) {
+        try systemCall("ftruncate") { Glibc.ftruncate(fd, 0) }
+        try systemCall("pwrite") { bytes.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, 0) } }
+    }
+
+    /// `unlink(2)`.
+    package static func unlink(_ path: String) throws(SystemCallError) {
+        try systemCall("unlink(\(path))") { Glibc.unlink(path) }
+    }
+
+    /// `chmod(2)`.
+    package static func chmod(_ path: String, _ mode: mode_t) throws(SystemCallError) {
+        try systemCall("chmod(\(path))") { Glibc.chmod(path, mode) }
+    }
+
+    /// `mkdir(2)`; false if something already exists at `path` (`EEXIST`).
+    @discardableResult
+    package static func makeDirectory(_ path: String, _ mode: mode_t) throws(SystemCallError) -> Bool {
+        do {
+            try systemCall("mkdir(\(path))") { Glibc.mkdir(path, mode) }
+            return true
+        } catch where error.code == .fileExists {
+            return false
+        }
+    }
+
+    /// `lstat(2)`: what `path` names, not following a symbolic link.
+    package static func linkStatus(_ path: String) throws(SystemCallError) -> stat {
+        var info = stat()
+        try systemCall("lstat(\(path))") { Glibc.lstat(path, &info) }
+        return info
+    }
+
+    /// `stat(2)` (as `fstatat(2)` from the working directory).
+    package static func status(_ path: String) throws(SystemCallError) -> stat {
+        var info = stat()
+        try systemCall("stat(\(path))") { fstatat(AT_FDCWD, path, &info, 0) }
+        return info
+    }
+
+    /// `fstat(2)`.
+    package static func status(_ fd: Int32) throws(SystemCallError) -> stat {
+        var info = stat()
+        try systemCall("fstat") { Glibc.fstat(fd, &info) }
+        return info
+    }
+
+    /// Whether anything exists at `path` (`access(2)` with `F_OK`).
+    package static func exists(_ path: String) -> Bool {
+        (try? systemCall("access(\(path))") { Glibc.access(path, F_OK) }) != nil
+    }
+
+    /// The names in a directory, `.` and `..` included (`opendir(3)`, `readdir(3)`).
+    package static func directoryEntries(_ path: String) throws(SystemCallError) -> [String] {
+        guard let stream = opendir(path) else { throw SystemCallError(call: "opendir(\(path))", errno: errno) }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+        }
+        return names
+    }
+
+    /// Takes an exclusive open-file-description lock on the whole file (`fcntl(2)`,
+    /// `F_OFD_SETLK`); false if another open file description holds one.
+    package static func lockExclusively(_ fd: Int32) throws(SystemCallError) -> Bool {
+        do {
+            try systemCall("fcntl(F_OFD_SETLK)") { clinux_ofd_lock(fd, 1, 0, nil) }
+            return true
+        } catch where error.code == .again || error.code == .permissionDenied {
+            return false
+        }
+    }
+
+    /// Whether another open file description holds an exclusive lock on the file
+    /// (`fcntl(2)`, `F_OFD_GETLK`), without taking it.
+    package static func isLockedByAnother(_ fd: Int32) throws(SystemCallError) -> Bool {
+        var held: Int32 = 0
+        try systemCall("fcntl(F_OFD_GETLK)") { clinux_ofd_lock(fd, 1, 1, &held) }
+        return held != 0
+    }
+}
