@@ -152,11 +152,11 @@ func main() async throws -> Bool {
     ledger.record("main task after awaiting the actor", expected: !worker.isCurrent)
 
     // A closure on the worker, awaited: no thread blocks while it runs.
-    let loopMode = try await worker.run { () -> String in
-        ledger.record("worker.run closure", expected: worker.isCurrent)
+    let loopMode = try await worker.submit { () -> String in
+        ledger.record("worker.submit closure", expected: worker.isCurrent)
         return "\(ThreadRunLoop.current.currentMode?.rawValue ?? "none")"
     }
-    print("worker.run ran in the worker's '\(loopMode)' mode")
+    print("worker.submit ran in the worker's '\(loopMode)' mode")
 
     // Nonisolated async code preferring the worker's task executor runs there too.
     await Task(executorPreference: worker.executor.taskExecutor) {

@@ -39,7 +39,7 @@ struct KeepAliveExperiment: ParsableCommand {
         commandName: "keep-alive",
         abstract: "A resident worker thread, then thousands of start → perform → stop cycles that leak nothing.")
 
-    @Option(help: "How many create → perform(waitUntilDone) → stop cycles.")
+    @Option(help: "How many create → performAndWait → stop cycles.")
     var cycles = 10_000
 
     @Option(help: "Cycles run before measuring, so that the allocator's and glibc's stack caches settle.")
@@ -52,16 +52,16 @@ struct KeepAliveExperiment: ParsableCommand {
         // The resident thread (AFNetworking's networkRequestThread), handed work several times.
         let resident = try WorkerThread(name: "AFNetworking")
         for request in 1...3 {
-            try resident.async { print("resident: request \(request) runs on \(threadName())") }
+            try resident.perform { print("resident: request \(request) runs on \(threadName())") }
         }
-        let answer = try resident.sync { "\(threadName()) answered a waiting caller" }
+        let answer = try resident.performAndWait { "\(threadName()) answered a waiting caller" }
         print("main: \(answer)")
-        try resident.perform(waitUntilDone: true) { print("resident: done before main goes on") }
+        try resident.performAndWait { print("resident: done before main goes on") }
 
         // The seed's memoryTest: threads created in a loop, each handed work and stopped.
         func cycle() throws {
             let worker = try WorkerThread(name: "cycle")
-            try worker.perform(waitUntilDone: true) {}
+            try worker.performAndWait {}
             worker.stop()
         }
         for _ in 0..<warmUp { try cycle() }
@@ -83,7 +83,7 @@ struct KeepAliveExperiment: ParsableCommand {
         row("resident memory kB", before.residentKilobytes, after.residentKilobytes)
 
         // The main thread's loop, run as a tool's: the resident thread says when the program is done.
-        try resident.async {
+        try resident.perform {
             print("resident: all done, stopping the main loop")
             MainLoop.stop()
         }

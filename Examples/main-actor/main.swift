@@ -127,7 +127,7 @@ struct MainActorTool: ParsableCommand {
         // The worker: sends, writes, signals, then reports on the main actor.
         let worker = try WorkerThread(name: "main-actor-worker")
         let remote = port.remote
-        try worker.async {
+        try worker.perform {
             for index in 0..<total {
                 try? remote.send(LoopMessage(id: Int32(index), text: "message \(index)"))
                 var byte = UInt8(truncatingIfNeeded: index)

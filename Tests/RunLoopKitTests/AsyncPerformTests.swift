@@ -16,7 +16,7 @@ private actor OnWorker {
     func submitBehindAQueuedPerform(events: EventLog) async throws {
         worker.loop.perform { events.append("queued perform") }
         try await worker.loop.submit { events.append("submitted") }
-        try await worker.run { events.append("run") }
+        try await worker.submit { events.append("run") }
         events.append("after")
     }
 }
@@ -43,10 +43,10 @@ final class AsyncPerformTests: XCTestCase {
 
     func testRunReturnsTheResultOfTheWorkRunOnTheWorkerAndRethrowsItsError() async throws {
         let worker = try WorkerThread(name: "run")
-        let name = try await worker.run { currentThreadName() }
+        let name = try await worker.submit { currentThreadName() }
         XCTAssertEqual(name, "run")
         do {
-            try await worker.run { throw Oops() }
+            try await worker.submit { throw Oops() }
             XCTFail("the work's error was not rethrown")
         } catch {
             XCTAssertEqual(error as? Oops, Oops())
@@ -59,7 +59,7 @@ final class AsyncPerformTests: XCTestCase {
         let actor = OnWorker(worker)
         let events = EventLog()
         try await actor.submitBehindAQueuedPerform(events: events)
-        try await worker.run {}
+        try await worker.submit {}
         XCTAssertEqual(events.all, ["submitted", "run", "after", "queued perform"])
         worker.stop()
     }
@@ -93,7 +93,7 @@ final class AsyncPerformTests: XCTestCase {
     func testCancellingTheTaskBeforeTheWorkStartsCancelsTheRequestAndThrowsCancellationError() throws {
         let worker = try WorkerThread(name: "cancel-task")
         let (entered, gate) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-        try worker.async { entered.signal(); gate.wait() }
+        try worker.perform { entered.signal(); gate.wait() }
         waitOrFail(entered, "the worker to be busy")
         let ran = SharedValue(false)
         let outcome = SharedValue<(any Error)?>(nil)
@@ -112,7 +112,7 @@ final class AsyncPerformTests: XCTestCase {
         waitOrFail(done, "the cancelled task, while the worker is still busy")
         XCTAssertTrue(outcome.withLock { $0 } is CancellationError, "\(String(describing: outcome.withLock { $0 }))")
         gate.signal()
-        try worker.sync {}
+        try worker.performAndWait {}
         XCTAssertFalse(ran.withLock { $0 }, "a cancelled request never runs")
         worker.stop()
     }
@@ -138,7 +138,7 @@ final class AsyncPerformTests: XCTestCase {
         let done = DispatchSemaphore(value: 0)
         let task = Task {
             do {
-                let value = try await worker.run { entered.signal(); gate.wait(); return 7 }
+                let value = try await worker.submit { entered.signal(); gate.wait(); return 7 }
                 result.withLock { $0 = .success(value) }
             } catch {
                 result.withLock { $0 = .failure(error) }
@@ -170,7 +170,7 @@ final class AsyncPerformTests: XCTestCase {
     func testWorkCancelledByCancelPerformRequestsThrowsCancelled() throws {
         let worker = try WorkerThread(name: "cancel-all")
         let (entered, gate) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-        try worker.async { entered.signal(); gate.wait() }
+        try worker.perform { entered.signal(); gate.wait() }
         waitOrFail(entered, "the worker to be busy")
         let errors = EventLog()
         let done = DispatchSemaphore(value: 0)
@@ -179,7 +179,7 @@ final class AsyncPerformTests: XCTestCase {
             done.signal()
         }
         Task.immediate {
-            do { try await worker.run {} } catch { errors.append("worker: \(error)") }
+            do { try await worker.submit {} } catch { errors.append("worker: \(error)") }
             done.signal()
         }
         XCTAssertEqual(worker.loop.cancelPerformRequests(), 2)
@@ -193,16 +193,16 @@ final class AsyncPerformTests: XCTestCase {
     func testRunOnAStoppedWorkerOrOneStoppingWithCancelThrowsStopped() async throws {
         let worker = try WorkerThread(name: "stopping")
         let (entered, gate) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-        try worker.async { entered.signal(); gate.wait() }
+        try worker.perform { entered.signal(); gate.wait() }
         waitOrFail(entered, "the worker to be busy")
-        let queued = Task.immediate { try await worker.run { XCTFail("cancelled work ran") } }
+        let queued = Task.immediate { try await worker.submit { XCTFail("cancelled work ran") } }
         let stopper = TestThread { worker.stop(pending: .cancel) }
         let result = await queued.result
         XCTAssertThrowsError(try result.get()) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         gate.signal()
         stopper.join()
         do {
-            try await worker.run {}
+            try await worker.submit {}
             XCTFail("a stopped worker ran work")
         } catch {
             XCTAssertEqual(error as? RunLoopError, .stopped)

@@ -110,7 +110,7 @@ final class AsyncRequestTests: XCTestCase {
             return nil
         }
         let (entered, gate) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-        try requester.worker.async { entered.signal(); gate.wait() }
+        try requester.worker.perform { entered.signal(); gate.wait() }
         waitOrFail(entered, "the requester to be busy")
         let first = Task.immediate { try await remote.request(LoopMessage(id: 1)) }
         first.cancel()

@@ -184,14 +184,14 @@ final class DescriptorSourceTests: XCTestCase {
         let worker = try WorkerThread(name: "descriptor-owner")
         let owned = DescriptorSource(descriptor: ownedEnd, watching: .readable, ownership: .owned) { _ in }
         let borrowed = DescriptorSource(descriptor: borrowedEnd, watching: .readable) { _ in }
-        try worker.sync {
+        try worker.performAndWait {
             ThreadRunLoop.current.add(owned, to: .default)
             ThreadRunLoop.current.add(borrowed, to: .common)
         }
         owned.invalidate() // from this thread; finished on the worker's at its next pass
         borrowed.invalidate()
         XCTAssertFalse(owned.isValid)
-        let inModes = try worker.sync {
+        let inModes = try worker.performAndWait {
             ThreadRunLoop.current.contains(owned, in: .default) || ThreadRunLoop.current.contains(borrowed, in: .common)
         }
         XCTAssertFalse(inModes)
@@ -207,7 +207,7 @@ final class DescriptorSourceTests: XCTestCase {
         let source = DescriptorSource(descriptor: fds[0], watching: .readable, ownership: .owned) { _ in }
         do {
             let worker = try WorkerThread(name: "descriptor-teardown")
-            try worker.sync { ThreadRunLoop.current.add(source, to: .default) }
+            try worker.performAndWait { ThreadRunLoop.current.add(source, to: .default) }
             worker.stop() // joins the thread, whose loop is torn down
         }
         XCTAssertFalse(isOpen(fds[0]), "closed at teardown")

@@ -70,7 +70,7 @@ final class LoopExecutorTests: XCTestCase {
     func testAnActorPinnedToAWorkerRunsEveryMethodOnTheWorkersThread() async throws {
         let worker = try WorkerThread(name: "pinned")
         let actor = Pinned(worker)
-        let workerThread = try worker.sync { pthread_self() }
+        let workerThread = try worker.performAndWait { pthread_self() }
         for _ in 0..<100 {
             let (onLoopThread, name, thread) = await actor.whereAmI()
             XCTAssertTrue(onLoopThread)
@@ -119,8 +119,8 @@ final class LoopExecutorTests: XCTestCase {
         let actor = Pinned(worker)
         let ticked = DispatchSemaphore(value: 0)
         XCTAssertEqual(worker.executor.isIsolatingCurrentContext(), false)
-        XCTAssertEqual(try worker.sync { worker.executor.isIsolatingCurrentContext() }, true)
-        try worker.sync {
+        XCTAssertEqual(try worker.performAndWait { worker.executor.isIsolatingCurrentContext() }, true)
+        try worker.performAndWait {
             // A timer callback is no job of the executor: `assumeIsolated` asks the executor.
             ThreadRunLoop.current.add(LoopTimer(after: .milliseconds(1)) { _ in
                 actor.assumeIsolated { $0.countTimerTicks() }
@@ -161,7 +161,7 @@ final class LoopExecutorTests: XCTestCase {
     func testJobsEnqueuedWhileAPassRunsItsPerformRequestsRunInThatSamePass() async throws {
         let worker = try WorkerThread(name: "order-perform")
         let executor = worker.executor
-        try await worker.run {} // the executor's source is in the worker's modes from this pass on
+        try await worker.submit {} // the executor's source is in the worker's modes from this pass on
         let log = EventLog()
         let (entered, gate) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
         worker.loop.perform { entered.signal(); gate.wait() }
@@ -203,7 +203,7 @@ final class LoopExecutorTests: XCTestCase {
         XCTAssertTrue(handled)
         XCTAssertEqual(events.all, ["perform in the nested run", "other job waited"])
         // Once the first job returned, the other one runs.
-        _ = try await worker.run {}
+        _ = try await worker.submit {}
         let log = await actor.log
         XCTAssertEqual(log, ["other job"])
         worker.stop()
@@ -216,10 +216,10 @@ final class LoopExecutorTests: XCTestCase {
         let privateExecutor = worker.loop.executor(modes: ["private"])
         let log = EventLog()
         let job = Task(executorPreference: privateExecutor.taskExecutor) { log.append("job") }
-        try await worker.run {} // a pass in the default mode: the job waits
-        try await worker.run {}
+        try await worker.submit {} // a pass in the default mode: the job waits
+        try await worker.submit {}
         XCTAssertEqual(log.all, [])
-        let result = try await worker.run {
+        let result = try await worker.submit {
             ThreadRunLoop.current.run(mode: "private", timeout: .seconds(10), returnAfterSourceHandled: true)
         }
         XCTAssertEqual(result, .handledSource)

@@ -25,9 +25,9 @@ final class MainLoopTests: XCTestCase {
     func testRunServicesTheMainThreadUntilAWorkerStopsIt() throws {
         let worker = try WorkerThread(name: "main-stopper")
         let log = EventLog()
-        try worker.async {
-            MainLoop.async { log.append(ThreadRunLoop.main.isOwnerThread ? "on main" : "elsewhere") }
-            MainLoop.async { MainLoop.stop() }
+        try worker.perform {
+            MainLoop.perform { log.append(ThreadRunLoop.main.isOwnerThread ? "on main" : "elsewhere") }
+            MainLoop.perform { MainLoop.stop() }
         }
         XCTAssertFalse(MainLoop.isRunning)
         runMainLoop()
@@ -41,8 +41,8 @@ final class MainLoopTests: XCTestCase {
         MainLoop.run() // returns at once
         let worker = try WorkerThread(name: "main-stopper")
         let ran = SharedValue(false)
-        try worker.async {
-            _ = try? MainLoop.perform(waitUntilDone: true) { ran.withLock { $0 = true } }
+        try worker.perform {
+            _ = try? MainLoop.performAndWait { ran.withLock { $0 = true } }
             MainLoop.stop()
         }
         runMainLoop() // the earlier stop was consumed: this one runs until the worker's
@@ -53,9 +53,9 @@ final class MainLoopTests: XCTestCase {
     func testAStopOfTheLoopItselfDoesNotEndTheMainLoop() throws {
         let worker = try WorkerThread(name: "main-stopper")
         let log = EventLog()
-        try worker.async {
+        try worker.perform {
             ThreadRunLoop.main.stop() // ends one run; MainLoop runs again
-            MainLoop.async {
+            MainLoop.perform {
                 log.append("still running")
                 MainLoop.stop()
             }
@@ -65,15 +65,15 @@ final class MainLoopTests: XCTestCase {
         worker.stop()
     }
 
-    func testSyncAndWaitUntilDoneFromAWorkerRunOnTheMainThread() throws {
+    func testPerformAndWaitFromAWorkerRunsOnTheMainThreadAndReturnsOnceItRan() throws {
         let worker = try WorkerThread(name: "main-caller")
         let outcome = SharedValue<(Bool, Bool, String)?>(nil)
-        try worker.async {
-            let onMain = (try? MainLoop.sync { ThreadRunLoop.main.isOwnerThread }) ?? false
+        try worker.perform {
+            let onMain = (try? MainLoop.performAndWait { ThreadRunLoop.main.isOwnerThread }) ?? false
             let flag = SharedValue(false)
-            let request = try? MainLoop.perform(waitUntilDone: true) { flag.withLock { $0 = true } }
-            let error = (try? MainLoop.sync { () throws -> Int in throw RunLoopError.cancelled }).map { _ in "none" } ?? "thrown"
-            outcome.withLock { $0 = (onMain, flag.withLock { $0 } && request?.state == .done, error) }
+            let returned: Void? = try? MainLoop.performAndWait { flag.withLock { $0 = true } }
+            let error = (try? MainLoop.performAndWait { () throws -> Int in throw RunLoopError.cancelled }).map { _ in "none" } ?? "thrown"
+            outcome.withLock { $0 = (onMain, flag.withLock { $0 } && returned != nil, error) }
             MainLoop.stop()
         }
         runMainLoop()
@@ -84,18 +84,17 @@ final class MainLoopTests: XCTestCase {
         worker.stop()
     }
 
-    func testWaitUntilDoneOnTheMainThreadItselfRunsAtOnce() throws {
+    func testPerformAndWaitOnTheMainThreadItselfRunsAtOnce() throws {
         let ran = SharedValue(false)
-        let request = try MainLoop.perform(waitUntilDone: true) { ran.withLock { $0 = true } }
+        try MainLoop.performAndWait { ran.withLock { $0 = true } }
         XCTAssertTrue(ran.withLock { $0 })
-        XCTAssertEqual(request.state, .done)
-        XCTAssertEqual(try MainLoop.sync { 7 }, 7)
+        XCTAssertEqual(try MainLoop.performAndWait { 7 }, 7)
     }
 
     func testADelayedPerformOnTheMainThreadFromAWorkerRunsAndCanBeCancelled() throws {
         let worker = try WorkerThread(name: "main-delay")
         let log = EventLog()
-        try worker.sync {
+        try worker.performAndWait {
             MainLoop.perform(after: .milliseconds(20), tag: "cancelled") { log.append("cancelled") }
             MainLoop.perform(after: .milliseconds(30), tag: "kept") { log.append("kept") }
             MainLoop.cancelPerformRequests(tagged: "cancelled")

@@ -32,7 +32,7 @@ final class MainQueueTests: XCTestCase {
         let worker = try WorkerThread(name: "main-queuer")
         let order = SharedValue<[Int]>([])
         let offMain = SharedValue(0)
-        try worker.async {
+        try worker.perform {
             for index in 0..<200 {
                 DispatchQueue.main.async {
                     if !MainQueueTests.onMainThread { offMain.withLock { $0 += 1 } }
@@ -53,7 +53,7 @@ final class MainQueueTests: XCTestCase {
         let log = EventLog()
         @Sendable func block(_ round: Int) {
             log.append("queue \(round)")
-            MainLoop.async {
+            MainLoop.perform {
                 log.append("perform \(round)")
                 if round == 9 { MainLoop.stop() } else { DispatchQueue.main.async { block(round + 1) } }
             }
@@ -90,7 +90,7 @@ final class MainQueueTests: XCTestCase {
         DispatchQueue.main.async { ran.withLock { $0 = MainQueueTests.onMainThread } }
         // A worker's loop runs its default (common) mode for a while: the block stays queued.
         let worker = try WorkerThread(name: "not-main")
-        let workerSawIt = try worker.sync { () -> Bool in
+        let workerSawIt = try worker.performAndWait { () -> Bool in
             let loop = ThreadRunLoop.current
             _ = loop.run(mode: .default, until: .after(.milliseconds(50)), returnAfterSourceHandled: false)
             return loop.descriptors.mainQueue != nil
@@ -108,7 +108,7 @@ final class MainQueueTests: XCTestCase {
             log.append(MainQueueTests.onMainThread ? "task on main" : "task elsewhere")
         }
         let worker = try WorkerThread(name: "main-actor-caller")
-        try worker.async {
+        try worker.perform {
             Task.detached {
                 let onMain = await MainActor.run { MainQueueTests.onMainThread }
                 log.append(onMain ? "MainActor.run on main" : "MainActor.run elsewhere")
@@ -125,7 +125,7 @@ final class MainQueueTests: XCTestCase {
         let worker = try WorkerThread(name: "async-helper")
         try MainLoop.run {
             log.append(MainQueueTests.onMainThread ? "body on main" : "body elsewhere")
-            let fromWorker = try await worker.run { ThreadRunLoop.current.isMain ? "main" : "worker" }
+            let fromWorker = try await worker.submit { ThreadRunLoop.current.isMain ? "main" : "worker" }
             log.append("awaited \(fromWorker)")
             log.append(MainQueueTests.onMainThread ? "resumed on main" : "resumed elsewhere")
         }

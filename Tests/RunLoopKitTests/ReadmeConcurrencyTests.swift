@@ -22,7 +22,7 @@ final class ReadmeConcurrencyTests: XCTestCase {
 
         let worker = try WorkerThread(name: "station")
         let onWorker = await Station(worker: worker).isOnItsWorker()   // true: the actor runs on the worker
-        let answer = try await worker.run { 6 * 7 }                    // suspends; no thread is blocked
+        let answer = try await worker.submit { 6 * 7 }                    // suspends; no thread is blocked
         let reply = try await remote.request(LoopMessage(id: 1, text: "ping"))  // cancellable with its task
 
         XCTAssertTrue(onWorker)

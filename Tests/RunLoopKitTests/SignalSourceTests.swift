@@ -48,7 +48,7 @@ final class SignalSourceTests: XCTestCase {
             XCTAssertEqual(count, 1)
             heard.signal()
         }
-        try worker.sync { ThreadRunLoop.current.add(source, to: .default) }
+        try worker.performAndWait { ThreadRunLoop.current.add(source, to: .default) }
         XCTAssertEqual(kill(getpid(), SIGUSR1), 0)
         waitOrFail(heard, "the signal's handler")
         XCTAssertEqual(onLoopThread.withLock { $0 }, true, "called on the worker's thread")
@@ -80,7 +80,7 @@ final class SignalSourceTests: XCTestCase {
             log.append("worker \(count) \(ThreadRunLoop.isMainThread ? "main" : "own thread")")
             workerHeard.signal()
         }
-        try worker.sync { ThreadRunLoop.current.add(onWorker, to: .default) }
+        try worker.performAndWait { ThreadRunLoop.current.add(onWorker, to: .default) }
         let onThisLoop = try SignalSource(.user1) { count in log.append("this loop \(count)") }
         loop.add(onThisLoop, to: mode)
         XCTAssertEqual(kill(getpid(), SIGUSR1), 0)
@@ -140,7 +140,7 @@ final class SignalSourceTests: XCTestCase {
         precondition(ThreadRunLoop.main.isOwnerThread, "runs the main loop")
         let worker = try WorkerThread(name: "terminator")
         // Sent while the main loop runs (a perform on it), so the relay is installed by then.
-        try worker.async { MainLoop.async { kill(getpid(), SIGTERM) } }
+        try worker.perform { MainLoop.perform { kill(getpid(), SIGTERM) } }
         MainLoop.perform(after: .seconds(30), tag: "safety net") { MainLoop.stop() }
         let stoppedBy = try MainLoop.run(stoppingOn: [.interrupt, .terminate])
         MainLoop.cancelPerformRequests(tagged: "safety net")

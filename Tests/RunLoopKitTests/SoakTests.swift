@@ -103,7 +103,7 @@ final class SoakTests: XCTestCase {
             self.id = id
             let worker = try WorkerThread(name: "sender-\(id)")
             self.worker = worker
-            try worker.async { [self] in
+            try worker.perform { [self] in
                 var count = 0
                 while !stopping.load(ordering: .relaxed) {
                     let hub = Int.random(in: 0..<hubs.count)

@@ -17,9 +17,9 @@ final class WorkerThreadStopTests: XCTestCase {
         let worker = try WorkerThread(name: "stopped")
         worker.stop()
         XCTAssertEqual(worker.state, .stopped)
-        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
-        XCTAssertThrowsError(try worker.sync { 1 }) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
-        XCTAssertThrowsError(try worker.perform(waitUntilDone: true) {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.perform {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.performAndWait { 1 }) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.performAndWait {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         XCTAssertThrowsError(try worker.perform(after: .zero) {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         XCTAssertEqual(worker.cancelPerformRequests(), 0)
         // The loop itself, used directly, fails cleanly too.
@@ -45,10 +45,10 @@ final class WorkerThreadStopTests: XCTestCase {
         let gate = DispatchSemaphore(value: 0)
         let worker = try WorkerThread(startingNamed: "early-stop") { gate.wait() }
         let log = EventLog()
-        let requests = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
+        let requests = try (0..<3).map { index in try worker.perform { log.append("\(index)") } }
         worker.control.stop(pending: .run, by: .requestOnly) // asked while the thread is held in its set-up
         XCTAssertEqual(worker.state, .stopping)
-        XCTAssertThrowsError(try worker.async {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
+        XCTAssertThrowsError(try worker.perform {}) { XCTAssertEqual($0 as? RunLoopError, .stopped) }
         gate.signal()
         worker.stop()
         XCTAssertEqual(worker.state, .stopped)
@@ -60,7 +60,7 @@ final class WorkerThreadStopTests: XCTestCase {
     func testAStopWithCancelBeforeTheWorkersLoopFirstRunsWakesWaitersWithStopped() throws {
         let gate = DispatchSemaphore(value: 0)
         let worker = try WorkerThread(startingNamed: "early-cancel") { gate.wait() }
-        let queued = try worker.async { XCTFail("cancelled work ran") }
+        let queued = try worker.perform { XCTFail("cancelled work ran") }
         worker.control.stop(pending: .cancel, by: .requestOnly)
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
             XCTAssertEqual($0 as? RunLoopError, .stopped)
@@ -73,7 +73,7 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testStopJoinsTheThreadAndStoppingTwiceIsHarmless() throws {
         let worker = try WorkerThread(name: "stop-twice")
-        try worker.sync {} // init does not wait for the thread: this does
+        try worker.performAndWait {} // init does not wait for the thread: this does
         XCTAssertTrue(liveThreadNames().contains("stop-twice"))
         worker.stop()
         XCTAssertEqual(worker.state, .stopped)
@@ -85,7 +85,7 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testStopFromSeveralThreadsAtOnceReturnsEverywhereOnceTheThreadIsJoined() throws {
         let worker = try WorkerThread(name: "stop-many")
-        let gate = try occupyWorker { _ = try worker.async($0) } // every stopper arrives while it works
+        let gate = try occupyWorker { _ = try worker.perform($0) } // every stopper arrives while it works
         let go = DispatchSemaphore(value: 0)
         let states = SharedValue<[WorkerThread.State]>([])
         let stoppers = (0..<8).map { index in
@@ -105,8 +105,8 @@ final class WorkerThreadStopTests: XCTestCase {
     func testStopRunsTheWorkQueuedBeforeItByDefault() throws {
         let worker = try WorkerThread(name: "stop-run")
         let log = EventLog()
-        let gate = try occupyWorker { _ = try worker.async($0) }
-        let requests = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
+        let gate = try occupyWorker { _ = try worker.perform($0) }
+        let requests = try (0..<3).map { index in try worker.perform { log.append("\(index)") } }
         let stopping = DispatchSemaphore(value: 0)
         let stopper = TestThread {
             stopping.signal()
@@ -124,7 +124,7 @@ final class WorkerThreadStopTests: XCTestCase {
         let gate = DispatchSemaphore(value: 0)
         let busy = DispatchSemaphore(value: 0)
         let log = EventLog()
-        let selfStop = try worker.async {
+        let selfStop = try worker.perform {
             busy.signal()
             gate.wait()
             worker.stop() // cannot join itself: returns at once
@@ -132,7 +132,7 @@ final class WorkerThreadStopTests: XCTestCase {
         }
         waitOrFail(busy, "the worker to be busy")
         // Queued after the running batch: these run in the worker's last step.
-        let pending = try (0..<3).map { index in try worker.async { log.append("\(index)") } }
+        let pending = try (0..<3).map { index in try worker.perform { log.append("\(index)") } }
         gate.signal()
         worker.stop() // from here: joins
         XCTAssertEqual(selfStop.state, .done)
@@ -143,8 +143,8 @@ final class WorkerThreadStopTests: XCTestCase {
 
     func testStopWithCancelCancelsQueuedWorkAndWakesItsWaitersAtOnce() throws {
         let worker = try WorkerThread(name: "stop-cancel")
-        let gate = try occupyWorker { _ = try worker.async($0) }
-        let queued = try worker.async { XCTFail("cancelled work ran") }
+        let gate = try occupyWorker { _ = try worker.perform($0) }
+        let queued = try worker.perform { XCTFail("cancelled work ran") }
         let stopper = TestThread { worker.stop(pending: .cancel) }
         // The worker is still busy (the gate is closed), yet the waiter wakes: the stop cancelled its work.
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
@@ -157,12 +157,12 @@ final class WorkerThreadStopTests: XCTestCase {
         XCTAssertEqual(queued.state, .cancelled)
     }
 
-    func testACallerBlockedInSyncWhileTheWorkerStopsGetsStopped() throws {
+    func testACallerBlockedInPerformAndWaitWhileTheWorkerStopsGetsStopped() throws {
         let worker = try WorkerThread(name: "sync-stop")
-        let gate = try occupyWorker { _ = try worker.async($0) }
+        let gate = try occupyWorker { _ = try worker.perform($0) }
         let outcome = SharedValue<Result<Int, RunLoopError>?>(nil)
         let caller = TestThread {
-            let result = Result { try worker.sync { 1 } }.mapError { $0 as? RunLoopError ?? .cancelled }
+            let result = Result { try worker.performAndWait { 1 } }.mapError { $0 as? RunLoopError ?? .cancelled }
             outcome.withLock { $0 = result }
         }
         // Queued before the stop or refused after it: either way, an error and no hang.
@@ -180,7 +180,7 @@ final class WorkerThreadStopTests: XCTestCase {
         let late = SharedValue<PerformRequest?>(nil)
         let lateWaiter = SharedValue<TestThread?>(nil)
         let lateWaiterOutcome = SharedValue<Result<Int, RunLoopError>?>(nil)
-        try worker.async {
+        try worker.perform {
             busy.signal()
             gate.wait()
             worker.stop()
@@ -188,7 +188,7 @@ final class WorkerThreadStopTests: XCTestCase {
         waitOrFail(busy, "the worker to be busy")
         // Runs in the worker's last step; queues more on the loop directly, past the worker's
         // gate: nothing will run it, so the loop's teardown must cancel it.
-        try worker.async {
+        try worker.perform {
             late.withLock { $0 = worker.loop.perform { XCTFail("ran after the last step") } }
             lateWaiter.withLock {
                 $0 = TestThread {

@@ -16,7 +16,7 @@ final class WorkerThreadTests: XCTestCase {
         let worker = try WorkerThread(name: "a-rather-long-worker-name")
         XCTAssertEqual(worker.state, .running)
         XCTAssertFalse(worker.isCurrent)
-        XCTAssertEqual(try worker.sync { currentThreadName() }, "a-rather-long-w")
+        XCTAssertEqual(try worker.performAndWait { currentThreadName() }, "a-rather-long-w")
         XCTAssertTrue(liveThreadNames().contains("a-rather-long-w"))
         XCTAssertEqual(NativeThread.truncated("abcdefghijklmnö"), "abcdefghijklmn", "cut on a character boundary")
         worker.stop()
@@ -36,12 +36,12 @@ final class WorkerThreadTests: XCTestCase {
         XCTAssertEqual(worker.state, .running, "takes work before its thread is ready")
         XCTAssertFalse(worker.isCurrent)
         let log = EventLog()
-        for index in 0..<50 { try worker.async { log.append(worker.isCurrent ? "\(index)" : "wrong thread") } }
+        for index in 0..<50 { try worker.perform { log.append(worker.isCurrent ? "\(index)" : "wrong thread") } }
         let answer = SharedValue<Int?>(nil)
-        let caller = TestThread { answer.withLock { $0 = try? worker.sync { 42 } } }
+        let caller = TestThread { answer.withLock { $0 = try? worker.performAndWait { 42 } } }
         gate.signal()
         caller.join()
-        try worker.sync {}
+        try worker.performAndWait {}
         XCTAssertEqual(log.all, (0..<50).map(String.init))
         XCTAssertEqual(answer.withLock { $0 }, 42)
         worker.stop()
@@ -71,50 +71,50 @@ final class WorkerThreadTests: XCTestCase {
         let worker = try WorkerThread(name: "fifo")
         let log = EventLog()
         for index in 0..<200 {
-            try worker.async { log.append(worker.isCurrent ? "\(index)" : "wrong thread") }
+            try worker.perform { log.append(worker.isCurrent ? "\(index)" : "wrong thread") }
         }
-        try worker.sync {} // the requests before it have run
+        try worker.performAndWait {} // the requests before it have run
         XCTAssertEqual(log.all, (0..<200).map(String.init))
         worker.stop()
     }
 
-    func testSyncReturnsTheResultAndRethrowsTheClosuresError() throws {
+    func testPerformAndWaitReturnsTheResultAndRethrowsTheClosuresError() throws {
         let worker = try WorkerThread(name: "sync")
-        XCTAssertEqual(try worker.sync { worker.isCurrent ? 42 : -1 }, 42)
-        XCTAssertThrowsError(try worker.sync { throw Oops() }) { XCTAssertEqual($0 as? Oops, Oops()) }
+        XCTAssertEqual(try worker.performAndWait { worker.isCurrent ? 42 : -1 }, 42)
+        XCTAssertThrowsError(try worker.performAndWait { throw Oops() }) { XCTAssertEqual($0 as? Oops, Oops()) }
         XCTAssertEqual(worker.state, .running, "a throwing closure does not harm the worker")
         worker.stop()
     }
 
-    func testPerformWaitUntilDoneBlocksTheCallerUntilTheWorkRan() throws {
+    func testPerformAndWaitBlocksTheCallerUntilTheWorkRan() throws {
         let worker = try WorkerThread(name: "wait")
         let gate = DispatchSemaphore(value: 0)
-        try worker.async { gate.wait() } // keeps the worker busy: the next request must wait
+        try worker.perform { gate.wait() } // keeps the worker busy: the next request must wait
         let ran = SharedValue(false)
         let caller = TestThread {
-            let request = try? worker.perform(waitUntilDone: true) { ran.withLock { $0 = true } }
-            XCTAssertEqual(request?.state, .done)
+            let returned: Void? = try? worker.performAndWait { ran.withLock { $0 = true } }
+            XCTAssertNotNil(returned)
             XCTAssertTrue(ran.withLock { $0 }, "the caller returns only once the work ran")
         }
         XCTAssertFalse(ran.withLock { $0 })
         gate.signal()
         caller.join()
-        let request = try worker.perform(waitUntilDone: false) {}
-        try worker.sync {}
+        let request = try worker.perform {}
+        try worker.performAndWait {}
         XCTAssertEqual(request.state, .done)
         worker.stop()
     }
 
-    func testWaitUntilDoneOnTheWorkersOwnThreadRunsAtOnceWhileAsyncIsQueued() throws {
+    func testPerformAndWaitOnTheWorkersOwnThreadRunsAtOnceWhilePerformIsQueued() throws {
         let worker = try WorkerThread(name: "own-thread")
         let log = EventLog()
-        try worker.sync {
-            try worker.async { log.append("queued") }
-            try worker.perform(waitUntilDone: true) { log.append("at once") }
-            XCTAssertEqual(try worker.sync { "nested sync" }, "nested sync")
+        try worker.performAndWait {
+            try worker.perform { log.append("queued") }
+            try worker.performAndWait { log.append("at once") }
+            XCTAssertEqual(try worker.performAndWait { "nested sync" }, "nested sync")
             log.append("after")
         }
-        try worker.sync {}
+        try worker.performAndWait {}
         XCTAssertEqual(log.all, ["at once", "after", "queued"])
         worker.stop()
     }
@@ -125,10 +125,10 @@ final class WorkerThreadTests: XCTestCase {
             ThreadRunLoop.current.add(LoopTimer(after: .seconds(1000)) { _ in }, to: "private")
         }
         let log = EventLog()
-        try worker.async(inModes: ["private"]) { log.append("private") }
-        try worker.sync(inModes: [.default]) { log.append("default") }
+        try worker.perform(inModes: ["private"]) { log.append("private") }
+        try worker.performAndWait(inModes: [.default]) { log.append("default") }
         XCTAssertEqual(log.all, ["default"], "the worker runs its default mode")
-        let result = try worker.sync {
+        let result = try worker.performAndWait {
             ThreadRunLoop.current.run(mode: "private", timeout: .seconds(10), returnAfterSourceHandled: true)
         }
         XCTAssertEqual(result, .handledSource)
@@ -157,7 +157,7 @@ final class WorkerThreadTests: XCTestCase {
     func testADelayedPerformOnTheWorkersOwnThreadIsScheduledOnItsLoop() throws {
         let worker = try WorkerThread(name: "delayed-own")
         let ran = DispatchSemaphore(value: 0)
-        try worker.sync {
+        try worker.performAndWait {
             try worker.perform(after: .milliseconds(10)) { ran.signal() }
             let scheduled = worker.loop.queueLock.withLock { worker.loop.delayedRequests.count }
             XCTAssertEqual(scheduled, 1, "scheduled at once, as a timer")
@@ -172,9 +172,9 @@ final class WorkerThreadTests: XCTestCase {
         let done = DispatchSemaphore(value: 0)
         try worker.perform(after: .milliseconds(100), tag: "cancelled") { log.append("cancelled") }
         try worker.perform(after: .milliseconds(150), tag: "kept") { log.append("kept") }
-        try worker.sync {} // the first two are scheduled: cancel them as timers
+        try worker.performAndWait {} // the first two are scheduled: cancel them as timers
         let gate = DispatchSemaphore(value: 0)
-        try worker.async { gate.wait() } // and this one while its hand-over is still queued
+        try worker.perform { gate.wait() } // and this one while its hand-over is still queued
         try worker.perform(after: .milliseconds(100), tag: "cancelled") { log.append("cancelled too") }
         XCTAssertEqual(worker.cancelPerformRequests(tagged: "cancelled"), 2, "one timer and one hand-over")
         gate.signal()
@@ -188,8 +188,8 @@ final class WorkerThreadTests: XCTestCase {
 
     func testCancellingQueuedWorkWakesItsWaiterWithCancelled() throws {
         let worker = try WorkerThread(name: "cancel-wait")
-        let gate = try occupyWorker { _ = try worker.async($0) }
-        let queued = try worker.async(tag: "job") { XCTFail("cancelled work ran") }
+        let gate = try occupyWorker { _ = try worker.perform($0) }
+        let queued = try worker.perform(tag: "job") { XCTFail("cancelled work ran") }
         XCTAssertEqual(worker.cancelPerformRequests(tagged: "job"), 1)
         XCTAssertThrowsError(try queued.waitUntilDone { worker.control.cancellationError }) {
             XCTAssertEqual($0 as? RunLoopError, .cancelled)
@@ -202,23 +202,23 @@ final class WorkerThreadTests: XCTestCase {
         let worker = try WorkerThread(name: "cancel-batch")
         let gates = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
         let busy = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
-        try worker.async { busy.0.signal(); gates.0.wait() }
+        try worker.perform { busy.0.signal(); gates.0.wait() }
         waitOrFail(busy.0, "the first work")
         // Both queued while the worker is busy: its next pass takes them in one batch.
-        try worker.async { busy.1.signal(); gates.1.wait() }
-        let taken = try worker.async(tag: "x") { XCTFail("cancelled work ran") }
+        try worker.perform { busy.1.signal(); gates.1.wait() }
+        let taken = try worker.perform(tag: "x") { XCTFail("cancelled work ran") }
         gates.0.signal()
         waitOrFail(busy.1, "the second work")
         XCTAssertEqual(worker.cancelPerformRequests(tagged: "x"), 1, "taken but not yet run: still cancellable")
         gates.1.signal()
-        try worker.sync {}
+        try worker.performAndWait {}
         XCTAssertEqual(taken.state, .cancelled)
         worker.stop()
     }
 
     func testCancelledDelayedPerformsAreNotKeptByTheWorkersLoop() throws {
         let worker = try WorkerThread(name: "cancel-many")
-        let kept = try worker.sync {
+        let kept = try worker.performAndWait {
             for _ in 0..<1000 {
                 try worker.perform(after: .seconds(3600), tag: "retry") {}
                 worker.cancelPerformRequests(tagged: "retry")
@@ -237,8 +237,8 @@ final class WorkerThreadTests: XCTestCase {
         do {
             let worker = try WorkerThread(name: "released")
             let gate = DispatchSemaphore(value: 0)
-            try worker.async { gate.wait() }
-            for index in 0..<3 { try worker.async { log.append("\(index)") } }
+            try worker.perform { gate.wait() }
+            for index in 0..<3 { try worker.perform { log.append("\(index)") } }
             gate.signal()
         }
         XCTAssertEqual(log.all, ["0", "1", "2"])
@@ -253,7 +253,7 @@ final class WorkerThreadTests: XCTestCase {
             let worker = try WorkerThread(name: "self-release")
             // Never runs (no run in that mode): cancelled by the loop's teardown at thread exit.
             lastRequest.withLock { $0 = worker.loop.perform(inModes: ["never"]) {} }
-            try worker.async { [worker] in
+            try worker.perform { [worker] in
                 gate.wait() // until this closure holds the last reference, released on the worker's thread
                 _ = worker
                 released.signal()
@@ -273,7 +273,7 @@ final class WorkerThreadTests: XCTestCase {
         let cycles = ProcessInfo.processInfo.environment["RUNLOOPKIT_LEAK_CYCLES"].flatMap { Int($0) } ?? 10_000
         func cycle() throws {
             let worker = try WorkerThread(name: "leak-cycle")
-            try worker.perform(waitUntilDone: true) {}
+            try worker.performAndWait {}
             worker.stop()
         }
         for _ in 0..<300 { try cycle() } // warm-up: caches of the allocator, the runtime and glibc's stacks

@@ -36,7 +36,7 @@ enum Catalog {
                   measures: "time until 1,000 worker threads have checked in, ms",
                   run: CheckInCase.run),
         BenchCase(name: ThreadCyclesCase.name,
-                  measures: "worker create → perform(waitUntilDone) → stop cycles per second; RSS growth",
+                  measures: "worker create → performAndWait → stop cycles per second; RSS growth",
                   run: ThreadCyclesCase.run),
         BenchCase(name: TaskHopCase.name,
                   measures: "a task awaiting a method of an actor pinned to a worker's run loop, µs",

@@ -1,6 +1,6 @@
 import RunLoopKit
 
-/// Worker threads created, handed one `perform(waitUntilDone: true)` and stopped, one
+/// Worker threads created, handed one `performAndWait` and stopped, one
 /// after the other, against plain threads created and joined; and the growth of the
 /// resident set over RunLoopKit's cycles (chunks of each, interleaved).
 enum ThreadCyclesCase {
@@ -10,7 +10,7 @@ enum ThreadCyclesCase {
         do {
             for _ in 0..<count {
                 let worker = try WorkerThread(name: "cycle")
-                try worker.perform(waitUntilDone: true) {}
+                try worker.performAndWait {}
                 worker.stop()
             }
         } catch {

@@ -36,13 +36,13 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         self.worker = worker
         // The first job on the worker, so before any request it sends. A worker refuses
         // work only once stopped, and this one, just started, is never stopped.
-        _ = try? worker.async { [self] in ThreadPortState.current.replyReceiver = self }
+        _ = try? worker.perform { [self] in ThreadPortState.current.replyReceiver = self }
     }
 
     /// Hands a request to the requester's thread, which sends it.
     func start(_ exchange: RequestExchange) {
         do {
-            try worker.async { [self] in send(exchange) }
+            try worker.perform { [self] in send(exchange) }
         } catch {
             exchange.finish(.failure(error))
         }
@@ -51,7 +51,7 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
     /// After a cancellation: stops waiting for the request's reply (a reply that still comes
     /// is dropped as late) and invalidates its timer.
     func forget(_ exchange: RequestExchange) {
-        _ = try? worker.async { [self] in
+        _ = try? worker.perform { [self] in
             // Not sent (never will be), or settled already by its reply or its timeout.
             guard let id = exchange.correlationID, inFlight.removeValue(forKey: id) != nil else { return }
             exchange.timer?.invalidate()
@@ -60,11 +60,11 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
     }
 
     /// How many requests wait for a reply (for tests).
-    var waitingCount: Int { (try? worker.sync { [self] in inFlight.count }) ?? 0 }
+    var waitingCount: Int { (try? worker.performAndWait { [self] in inFlight.count }) ?? 0 }
 
     /// Replies dropped as late on the requester's thread (for tests).
     var lateReplies: Int {
-        (try? worker.sync { [worker] in worker.loop.counters.messagesDropped[.lateReply] ?? 0 }) ?? 0
+        (try? worker.performAndWait { [worker] in worker.loop.counters.messagesDropped[.lateReply] ?? 0 }) ?? 0
     }
 
     // MARK: - Requester thread

@@ -7,7 +7,7 @@ import RunLoopZMQ
 ///
 ///     // main.swift
 ///     let worker = try WorkerThread(name: "fetch")
-///     try worker.async {
+///     try worker.perform {
 ///         // … the program's work, on the worker …
 ///         MainLoop.stop()            // from any thread: the program is done
 ///     }
@@ -17,8 +17,9 @@ import RunLoopZMQ
 ///
 /// `run()` keeps `ThreadRunLoop.main` alive with an input source of its own and runs its
 /// default mode until `stop()`, so it neither returns early when the mode has nothing
-/// else in it, nor runs forever (as `-[NSRunLoop run]` can). It also offers Table 3-2's
-/// `performSelectorOnMainThread:withObject:waitUntilDone:modes:`.
+/// else in it, nor runs forever (as `-[NSRunLoop run]` can). It takes work with the run
+/// loop's verbs (`perform`, `performAndWait`, `perform(after:)`, `cancelPerformRequests`,
+/// `submit`): Table 3-2's `performSelectorOnMainThread:withObject:waitUntilDone:modes:`.
 ///
 /// Thread safety: `run()` on the main thread only; everything else from any thread.
 public enum MainLoop {
@@ -139,42 +140,24 @@ public enum MainLoop {
         keepAlive?.requestExit()
     }
 
-    // MARK: - Table 3-2 on the main thread
+    // MARK: - Handing work to the main thread: the run loop's verbs (Table 3-2)
 
     /// Queues `work` for the main thread's next pass in one of `modes` and returns at once
     /// (`performSelectorOnMainThread:withObject:waitUntilDone:NO modes:`). The main thread's
     /// loop is never torn down, so this never fails. Any thread.
     @discardableResult
-    public static func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                             _ work: @escaping @Sendable () -> Void) -> PerformRequest {
+    public static func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
+                               _ work: @escaping @Sendable () -> Void) -> PerformRequest {
         ThreadRunLoop.main.perform(inModes: modes, tag: tag, work)
     }
 
-    /// `performSelectorOnMainThread:withObject:waitUntilDone:modes:`: queues `work` for the
-    /// main thread's next pass in one of `modes`. With `waitUntilDone`, blocks until it ran
-    /// (at once when called on the main thread) and throws `RunLoopError.cancelled` if it
-    /// was cancelled instead; without, it is `async` and never throws. The main thread must
-    /// be running its loop (`run()` or any run of `ThreadRunLoop.main`) for a waiting caller
-    /// to return. Any thread.
-    @discardableResult
-    public static func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool = false,
-                               _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
-        let loop = ThreadRunLoop.main
-        if waitUntilDone && loop.isOwnerThread {
-            let request = PerformRequest(modes: modes, tag: tag, work: work)
-            _ = request.run()
-            return request
-        }
-        let request = loop.perform(inModes: modes, tag: tag, work)
-        if waitUntilDone { try request.waitUntilDone { .cancelled } }
-        return request
-    }
-
-    /// Runs `work` on the main thread and returns its result, rethrowing its error (at
-    /// once on the main thread; else the caller blocks until the main loop ran it). Throws
-    /// `RunLoopError.cancelled` if it was cancelled. Any thread.
-    public static func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                         _ work: @escaping @Sendable () throws -> T) throws -> T {
+    /// Runs `work` on the main thread and returns its result, rethrowing its error
+    /// (`performSelectorOnMainThread:withObject:waitUntilDone:YES modes:`; at once on the
+    /// main thread, else the caller blocks until the main loop ran it). Throws
+    /// `RunLoopError.cancelled` if it was cancelled. The main thread must be running its
+    /// loop (`run()` or any run of `ThreadRunLoop.main`) for the caller to return. Any thread.
+    public static func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                                   _ work: @escaping @Sendable () throws -> T) throws -> T {
         let loop = ThreadRunLoop.main
         if loop.isOwnerThread { return try work() }
         let result = PendingResult<T>()
@@ -193,6 +176,14 @@ public enum MainLoop {
             loop.perform(inModes: [.common], tag: tag,
                          delayedPerforms.handOver(after: delay, inModes: modes, tag: tag, work))
         }
+    }
+
+    /// Runs `work` on the main thread and returns its result, the calling task suspending
+    /// meanwhile (`ThreadRunLoop.main.submit`). Any thread.
+    nonisolated(nonsending)
+    public static func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                           _ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await ThreadRunLoop.main.submit(inModes: modes, work)
     }
 
     /// Cancels the main thread's pending requests tagged `tag` (all with nil), queued,

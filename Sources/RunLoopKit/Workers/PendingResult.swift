@@ -3,7 +3,7 @@ import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
 /// The result of work queued on another thread, for the caller that waits for it
-/// (`sync` and `waitUntilDone`).
+/// (`performAndWait`).
 ///
 /// Thread safety: `wrap`'s closure runs on the loop's thread, `wait` on the caller's.
 final class PendingResult<Value: Sendable>: @unchecked Sendable {

@@ -2,16 +2,16 @@ import RunLoopCore
 import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
-/// Handing work to a pool: each call goes to one worker, chosen by the pool's policy, and
-/// behaves as the same call on that `WorkerThread`. Any thread.
+/// Handing work to a pool, with the run loop's verbs: each call goes to one worker, chosen
+/// by the pool's policy, and behaves as the same call on that `WorkerThread`. Any thread.
 extension WorkerPool {
     /// Queues `work` on a worker and returns at once. Throws `.stopped` once the pool is stopping.
     @discardableResult
-    public func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                      _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
+    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
+                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard isRunning else { throw .stopped }
         let token = nextMember().begin()
-        return try token.member.worker.async(inModes: modes, tag: tag) {
+        return try token.member.worker.perform(inModes: modes, tag: tag) {
             defer { token.end() }
             work()
         }
@@ -19,27 +19,42 @@ extension WorkerPool {
 
     /// Runs `work` on a worker and returns its result, rethrowing its error; the caller
     /// blocks until it ran. Throws `RunLoopError.stopped` once the pool is stopping.
-    public func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                  _ work: @escaping @Sendable () throws -> T) throws -> T {
+    public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                            _ work: @escaping @Sendable () throws -> T) throws -> T {
         guard isRunning else { throw RunLoopError.stopped }
         let token = nextMember().begin()
-        return try token.member.worker.sync(inModes: modes) {
+        return try token.member.worker.performAndWait(inModes: modes) {
             defer { token.end() }
             return try work()
         }
     }
 
-    /// Table 3-2's `performSelector:onThread:withObject:waitUntilDone:modes:`, on a worker
-    /// of the pool: `sync` with `waitUntilDone`, else `async`.
-    @discardableResult
-    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool,
-                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
+    /// Runs `work` on a worker after `delay` (counted from this call), as the worker's
+    /// `perform(after:inModes:tag:_:)` does. Throws `.stopped` once the pool is stopping.
+    public func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
+                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) {
         guard isRunning else { throw .stopped }
         let token = nextMember().begin()
-        return try token.member.worker.perform(inModes: modes, tag: tag, waitUntilDone: waitUntilDone) {
-            defer { token.end() }
-            work()
+        do {
+            try token.member.worker.perform(after: delay, inModes: modes, tag: tag) {
+                defer { token.end() }
+                work()
+            }
+        } catch {
+            token.end()
+            throw error
         }
+    }
+
+    /// Runs `work` on a worker and returns its result, the calling task suspending meanwhile
+    /// (the worker's `submit`). Throws `RunLoopError.stopped` once the pool is stopping.
+    nonisolated(nonsending)
+    public func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                    _ work: @escaping @Sendable () throws -> T) async throws -> T {
+        guard isRunning else { throw RunLoopError.stopped }
+        let token = nextMember().begin()
+        defer { token.end() }
+        return try await token.member.worker.submit(inModes: modes, work)
     }
 
     /// Cancels the pending requests tagged `tag` (all with nil) on every worker; returns how many.

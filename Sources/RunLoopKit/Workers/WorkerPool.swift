@@ -15,8 +15,8 @@ import Synchronization
 /// `ports[i]` are handled on worker `i` by `messageHandler`.
 ///
 ///     let pool = try WorkerPool(name: "jobs", count: 4, policy: .leastBusy)
-///     try pool.async { print("on one of the workers") }
-///     let sum = try pool.sync { (1...100).reduce(0, +) }
+///     try pool.perform { print("on one of the workers") }
+///     let sum = try pool.performAndWait { (1...100).reduce(0, +) }
 ///     pool.stop()
 ///
 /// Thread safety: `init` on any thread (its loop runs in a private mode meanwhile), every

@@ -2,14 +2,17 @@ import RunLoopCore
 import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
-/// Handing work to a worker: the guide's Table 3-2 for a worker thread, a result-returning
-/// `sync`, a fire-and-forget `async`, delayed performs and cancellation. Any thread.
+/// Handing work to a worker, with the run loop's verbs (see `ThreadRunLoop`'s): `perform`,
+/// `performAndWait`, `perform(after:)`, `cancelPerformRequests(tagged:)` and the async
+/// `submit`, adding only that a stopping worker refuses work (`RunLoopError.stopped`).
+/// Any thread.
 ///
-/// | Table 3-2 (`NSObject`)                                  | `WorkerThread`                             |
-/// |---------------------------------------------------------|--------------------------------------------|
-/// | `performSelector:onThread:withObject:waitUntilDone:modes:` | `perform(inModes:waitUntilDone:_:)`      |
-/// | `performSelector:withObject:afterDelay:inModes:`        | `perform(after:inModes:tag:_:)`            |
-/// | `cancelPreviousPerformRequestsWithTarget:`              | `cancelPerformRequests(tagged:)`           |
+/// | Table 3-2 (`NSObject`)                                      | `WorkerThread`                       |
+/// |-------------------------------------------------------------|--------------------------------------|
+/// | `performSelector:onThread:withObject:waitUntilDone:NO modes:` | `perform(inModes:tag:_:)`          |
+/// | `performSelector:onThread:withObject:waitUntilDone:YES modes:` | `performAndWait(inModes:_:)`      |
+/// | `performSelector:withObject:afterDelay:inModes:`            | `perform(after:inModes:tag:_:)`      |
+/// | `cancelPreviousPerformRequestsWithTarget:`                  | `cancelPerformRequests(tagged:)`     |
 ///
 /// Work runs on the worker's thread in FIFO order, in the worker's next pass in one of
 /// `modes` (the worker runs its default mode; another mode only while work on the worker
@@ -18,8 +21,8 @@ extension WorkerThread {
     /// Queues `work` and returns at once (`waitUntilDone:NO`); the returned request can be
     /// cancelled while pending. Throws `.stopped` if the worker no longer takes work. Any thread.
     @discardableResult
-    public func async(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                      _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
+    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
+                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard let request = control.enqueue(inModes: modes, tag: tag, work) else { throw .stopped }
         return request
     }
@@ -28,31 +31,14 @@ extension WorkerThread {
     /// worker's own thread it runs at once; from another thread it is queued and the
     /// caller blocks until it ran. Throws `RunLoopError.stopped` if the worker does not
     /// take it or stops (`.cancel`) before running it, `.cancelled` if it was cancelled. Any thread.
-    public func sync<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                  _ work: @escaping @Sendable () throws -> T) throws -> T {
+    public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                            _ work: @escaping @Sendable () throws -> T) throws -> T {
         if isCurrent { return try work() }
         let result = PendingResult<T>()
         guard let request = control.enqueue(inModes: modes, tag: nil, result.wrap(work)) else {
             throw RunLoopError.stopped
         }
         return try result.wait(for: request) { control.cancellationError }
-    }
-
-    /// Table 3-2's `performSelector:onThread:withObject:waitUntilDone:modes:`. With
-    /// `waitUntilDone`, the caller blocks until `work` ran (at once on the worker's own
-    /// thread), and it throws like `sync`; without, it is `async`. Any thread.
-    @discardableResult
-    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil, waitUntilDone: Bool,
-                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
-        guard waitUntilDone else { return try async(inModes: modes, tag: tag, work) }
-        if isCurrent {
-            let request = PerformRequest(modes: modes, tag: tag, work: work)
-            _ = request.run()
-            return request
-        }
-        let request = try async(inModes: modes, tag: tag, work)
-        try request.waitUntilDone { control.cancellationError }
-        return request
     }
 
     /// Runs `work` on the worker after `delay` (counted from this call), in its next pass in
@@ -76,5 +62,29 @@ extension WorkerThread {
     @discardableResult
     public func cancelPerformRequests(tagged tag: String? = nil) -> Int {
         delayedPerforms.cancel(tagged: tag)
+    }
+
+    /// Runs `work` on the worker and returns its result (the async `performAndWait`): the calling
+    /// task suspends meanwhile instead of blocking its thread. On the worker's own thread
+    /// (from an actor pinned to the worker, say) it runs at once. It is a perform request:
+    /// FIFO with the worker's other work.
+    ///
+    /// Throws the error `work` threw; `CancellationError` if the task is cancelled before
+    /// the work started (the request is cancelled and never runs; work that started is
+    /// awaited); `RunLoopError.stopped` if the worker does not take it or a stop cancels it;
+    /// `RunLoopError.cancelled` if `cancelPerformRequests` cancelled it. Any thread.
+    nonisolated(nonsending)
+    public func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
+                                    _ work: @escaping @Sendable () throws -> T) async throws -> T {
+        if isCurrent {
+            try Task.checkCancellation()
+            return try work()
+        }
+        return try await PerformAwaiter.perform(work, post: { closure in
+            guard let request = control.enqueue(inModes: modes, tag: nil, closure) else { throw RunLoopError.stopped }
+            return request
+        }) {
+            control.cancellationError
+        }
     }
 }

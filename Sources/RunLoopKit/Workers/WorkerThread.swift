@@ -8,13 +8,13 @@ import RunLoopZMQ
 /// `init` starts a named thread whose run loop is kept alive by an input source of its
 /// own; the worker takes work as soon as `init` returns, even before its thread runs. The
 /// thread then sleeps in its loop's default mode and wakes for each perform request
-/// (`async`, `sync`, `perform`), port message, timer or source of that mode, until
+/// (`perform`, `performAndWait`, `submit`), port message, timer or source of that mode, until
 /// `stop()`. Then it runs or cancels the work still queued, exits, its run loop is torn
 /// down, and it is joined.
 ///
 ///     let worker = try WorkerThread(name: "network")
-///     try worker.async { print("on the worker") }
-///     let answer = try worker.sync { 6 * 7 }
+///     try worker.perform { print("on the worker") }
+///     let answer = try worker.performAndWait { 6 * 7 }
 ///     worker.stop()
 ///
 /// Work handed to a worker that is stopping or stopped fails with `RunLoopError.stopped`;

@@ -36,7 +36,7 @@ struct MainQueueProbe {
         let mainActorOnMainThread = await MainActor.run { onMainThread }
         print("main-actor-on-main-thread=\(mainActorOnMainThread)")
         // A perform for the main loop is queued but never runs: nothing runs that loop.
-        let request = MainLoop.async { print("main-loop-perform-ran=true") }
+        let request = MainLoop.perform { print("main-loop-perform-ran=true") }
         try? await Task.sleep(for: .milliseconds(200))
         print("main-loop-perform-state=\(request.state)")
         exit(0)
@@ -47,7 +47,7 @@ struct MainQueueProbe {
     static func handOff() {
         let worker = try! WorkerThread(name: "probe-worker")
         try! MainLoop.run {
-            let fromWorker = try await worker.run { 20 }
+            let fromWorker = try await worker.submit { 20 }
             mainActorCounter += fromWorker + 1
             print("body-after-await-on-main-thread=\(onMainThread)")
             await withCheckedContinuation { continuation in
@@ -66,7 +66,7 @@ struct MainQueueProbe {
     /// `dispatchMain()` ends the main thread: main-queue work runs on Dispatch's threads,
     /// and the main loop never runs again.
     static func callDispatchMain() {
-        let request = MainLoop.async { print("main-loop-perform-ran=true") }
+        let request = MainLoop.perform { print("main-loop-perform-ran=true") }
         DispatchQueue.main.async {
             print("main-queue-on-main-thread=\(onMainThread)")
             DispatchQueue.main.asyncAfter(deadline: .now() + .milliseconds(200)) {

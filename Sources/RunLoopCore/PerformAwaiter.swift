@@ -1,7 +1,4 @@
-import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 /// One task awaiting the result of a perform request (the async forms of `performAndWait`
 /// and `WorkerThread.sync`): the request's closure resumes the task with the work's result
 /// on the loop's thread, so no thread blocks while the task waits.
@@ -14,7 +11,7 @@ import RunLoopZMQ
 /// error after the task resumed, outside every lock (the signal fires inside the request's).
 ///
 /// Thread safety: every member from any thread.
-final class PerformAwaiter<Value: Sendable>: @unchecked Sendable {
+package final class PerformAwaiter<Value: Sendable>: @unchecked Sendable {
     private enum State {
         case starting
         case waiting(CheckedContinuation<Value, any Error>)
@@ -31,7 +28,7 @@ final class PerformAwaiter<Value: Sendable>: @unchecked Sendable {
     /// (the request is then cancelled), and `notRun()` if the request is cancelled otherwise;
     /// `post` may throw to refuse the work. Work that started is awaited even if the task
     /// is cancelled meanwhile: its effects happen, so its result is returned.
-    static func perform(
+    package static func perform(
         _ work: @escaping @Sendable () throws -> Value,
         post: (@escaping @Sendable () -> Void) throws -> PerformRequest,
         notRun: () -> any Error,
