@@ -18,36 +18,15 @@ import Dispatch
 /// it; anything queued on the loop directly after that step is cancelled by the loop's
 /// teardown when the thread exits. No request is left pending, no waiter left blocked.
 final class WorkerControl: @unchecked Sendable {
-    /// Who releases the stopped thread's resources: exactly one of join or detach.
-    enum Joining: Equatable {
-        /// Stopped from its own thread: the next stop from another thread, or the
-        /// handle's deinit, joins.
-        case unclaimed
-        /// A thread is joining; other stoppers wait for it.
-        case claimed
-        /// The handle was released on the worker's own thread: the thread frees itself.
-        case detached
-    }
-
     enum Lifecycle {
         /// The thread is not created yet.
         case starting
         /// The thread is created (it may not run yet): work is taken.
         case running
         /// Exit requested; the pending-work policy is what the thread's last step applies.
-        case stopping(WorkerThread.PendingWork, Joining)
+        case stopping(WorkerThread.PendingWork, StopTransition.Joining)
         /// Exited and joined.
         case stopped
-    }
-
-    /// Who asks for the stop, which decides whether it joins.
-    enum Stopper {
-        /// `stop()`: joins (or waits for the joiner), unless on the worker's own thread.
-        case caller
-        /// The handle's deinit: joins, or detaches when on the worker's own thread.
-        case deinitializer
-        /// The first phase of a pool's shutdown: only asks, so that all workers stop at once.
-        case requestOnly
     }
 
     /// The worker's loop, made here and adopted by the worker thread as it starts.
@@ -59,8 +38,8 @@ final class WorkerControl: @unchecked Sendable {
     private var thread: NativeThread? // protected by lock; set once the thread is created
     /// Signalled once the set-up has run on the worker thread (only when there is one).
     private let setUpDone = DispatchSemaphore(value: 0)
-    /// Signalled once the thread is joined.
-    private let joined = DispatchSemaphore(value: 0)
+    /// Opened once the thread is joined.
+    private let joined = JoinGate()
 
     init() {
         loop = ThreadRunLoop.makeForAdoption()
@@ -144,51 +123,29 @@ final class WorkerControl: @unchecked Sendable {
     /// Asks the thread to exit, applying `pending` to the queued work, then joins it,
     /// waits for whoever joins it, or leaves the joining to another, depending on
     /// `stopper` and on whether this is the worker's own thread.
-    func stop(pending: WorkerThread.PendingWork, by stopper: Stopper) {
-        enum Role {
-            case none
-            case join(NativeThread)
-            case waitForJoiner
-            case detach(NativeThread)
-        }
+    func stop(pending: WorkerThread.PendingWork, by stopper: StopTransition.Stopper) {
         let onWorker = loop.isOwnerThread
-        let (role, requestExit, cancelQueued) = lock.withLock {
-            () -> (Role, Bool, Bool) in
-            let joining: Joining
+        let (role, thread, requestExit, cancelQueued) = lock.withLock {
+            () -> (StopTransition.Role, NativeThread?, Bool, Bool) in
+            let joining: StopTransition.Joining?
             let policy: WorkerThread.PendingWork
-            let requestExit: Bool
             let cancelQueued: Bool
             switch lifecycle {
             case .starting, .stopped:
-                return (.none, false, false)
+                return (.none, nil, false, false)
             case .running:
-                joining = .unclaimed
+                joining = nil
                 policy = pending
-                requestExit = true
                 cancelQueued = pending == .cancel
             case .stopping(let current, let currentJoining):
                 joining = currentJoining
                 // A later stop may cancel what an earlier one would have run.
                 policy = pending == .cancel ? .cancel : current
-                requestExit = false
                 cancelQueued = pending == .cancel && current == .run
             }
-            var role = Role.none
-            var next = joining
-            switch (joining, stopper, onWorker) {
-            case (.unclaimed, .caller, false), (.unclaimed, .deinitializer, false):
-                next = .claimed
-                role = .join(thread!)
-            case (.unclaimed, .deinitializer, true):
-                next = .detached
-                role = .detach(thread!)
-            case (.claimed, .caller, false):
-                role = .waitForJoiner
-            default:
-                break
-            }
+            let (next, role) = StopTransition.stop(from: joining, by: stopper, onOwnThread: onWorker)
             lifecycle = .stopping(policy, next)
-            return (role, requestExit, cancelQueued)
+            return (role, self.thread, joining == nil, cancelQueued)
         }
         // Cancelling here, not only on the worker thread, wakes waiters at once even
         // while the worker is busy with the work in progress.
@@ -197,15 +154,14 @@ final class WorkerControl: @unchecked Sendable {
         switch role {
         case .none:
             break
-        case .join(let thread):
-            thread.join()
+        case .join:
+            thread!.join()
             lock.withLock { lifecycle = .stopped }
-            joined.signal()
+            joined.open()
         case .waitForJoiner:
             joined.wait()
-            joined.signal() // let any other waiter through too
-        case .detach(let thread):
-            thread.detach()
+        case .detach:
+            thread!.detach()
         }
     }
 }

@@ -46,8 +46,8 @@ public final class WorkerPool: @unchecked Sendable, CustomStringConvertible {
 
     private enum Lifecycle {
         case running
-        /// `joinClaimed`: a thread is joining the workers; other stoppers wait for it.
-        case stopping(joinClaimed: Bool)
+        /// Who joins the workers (see `StopTransition`).
+        case stopping(StopTransition.Joining)
         case stopped
     }
 
@@ -63,7 +63,7 @@ public final class WorkerPool: @unchecked Sendable, CustomStringConvertible {
 
     private let lock = Lock()
     private var lifecycle = Lifecycle.running // protected by lock
-    private let joined = DispatchSemaphore(value: 0)
+    private let joined = JoinGate()
 
     /// Starts `count` workers (at least one) and waits until all checked in, at most
     /// `checkInTimeout`; if not, stops those that started and throws `checkInTimedOut`.
@@ -137,33 +137,28 @@ public final class WorkerPool: @unchecked Sendable, CustomStringConvertible {
     /// stopped. On one of the pool's own workers it only asks, and returns at once.
     public func stop(pending: WorkerThread.PendingWork = .run) {
         let onWorker = workers.contains { $0.isCurrent }
-        enum Role { case join, waitForJoiner, none }
-        let role = lock.withLock { () -> Role in
+        let role = lock.withLock { () -> StopTransition.Role in
+            let joining: StopTransition.Joining?
             switch lifecycle {
-            case .running:
-                lifecycle = .stopping(joinClaimed: !onWorker)
-                return onWorker ? .none : .join
-            case .stopping(joinClaimed: false) where !onWorker:
-                lifecycle = .stopping(joinClaimed: true)
-                return .join
-            case .stopping(joinClaimed: true) where !onWorker:
-                return .waitForJoiner
-            case .stopping, .stopped:
-                return .none
+            case .running: joining = nil
+            case .stopping(let current): joining = current
+            case .stopped: return .none
             }
+            let (next, role) = StopTransition.stop(from: joining, by: .caller, onOwnThread: onWorker)
+            lifecycle = .stopping(next)
+            return role
         }
         // Every worker is asked first, so that they finish their pending work in parallel.
         for worker in workers { worker.control.stop(pending: pending, by: .requestOnly) }
         switch role {
-        case .none:
+        case .none, .detach:
             break
         case .join:
             for worker in workers { worker.stop(pending: pending) }
             lock.withLock { lifecycle = .stopped }
-            joined.signal()
+            joined.open()
         case .waitForJoiner:
             joined.wait()
-            joined.signal() // let any other waiter through too
         }
     }
 
