@@ -50,7 +50,8 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// the decoder uses it, with nothing else running, so its exclusivity check is off.
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache()
 
-    private let valid = Atomic<Bool>(true)
+    /// Where the port is in its life; changes only through `transition(_:)`. Any thread.
+    private let lifecycle = Atomic<Lifecycle>(.open)
     /// The address other ports are given: tcp if bound, else ipc if named, else inproc.
     private let advertised: LockedValue<PortAddress>
     private let registeredName = LockedValue<String?>(nil)
@@ -157,7 +158,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// at the thread's teardown) still leaves the directory and gives back its name, so that
     /// no sender ever connects to its dead inproc address, where libzmq would quietly queue.
     deinit {
-        guard isValid else { return } // close() already did this
+        guard transition(.close) else { return } // close() already did this
         PortDirectory.shared.closing(inProcessAddress)
         closeSocketAndGiveBackAddresses()
     }
@@ -174,12 +175,12 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         try RemotePort(inProcessAddress).send(message, timeout: timeout)
     }
 
-    public var isValid: Bool { valid.load(ordering: .acquiring) }
+    public var isValid: Bool { lifecycle.load(ordering: .acquiring) == .open }
 
     /// Removes the port from every mode of its loop, closes its socket and gives back its
     /// name (`NSPort invalidate`). Senders to it then time out. Any thread.
     public func invalidate() {
-        guard valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        guard transition(.invalidate) else { return }
         if isOwnerThread { close(); return }
         let queued = ownerLoop?.itemInvalidated { [self] _ in close() } ?? false
         if !queued { close() } // the owner thread is gone: nothing else can touch the socket
@@ -204,9 +205,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         registration = nil
     }
 
-    /// Tears the port down on its owner thread (or once that thread is gone).
+    /// Tears the port down on its owner thread (or once that thread is gone), once.
     func close() {
-        valid.store(false, ordering: .releasing)
+        guard transition(.close) else { return }
         PortDirectory.shared.closing(inProcessAddress)
         ownerLoop?.removePortEverywhere(self)
         closeSocketAndGiveBackAddresses()
@@ -221,3 +222,49 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         "LocalPort(\(advertised.withLock { $0 })\(name.map { ", name: \($0)" } ?? ""))"
     }
 }
+
+extension LocalPort {
+    /// Where a port is in its life: open → closing → closed, or open → closed when it is
+    /// closed on its owner thread (or freed) without a cross-thread `invalidate()` first.
+    enum Lifecycle: UInt8, AtomicRepresentable, Equatable {
+        /// Valid: takes messages; may be named, bound and added to modes.
+        case open
+        /// `invalidate()` was called: no longer valid; its close is queued to its owner thread.
+        case closing
+        /// Out of every mode, socket closed, name and addresses given back.
+        case closed
+
+        /// What happens to a port.
+        enum Event {
+            /// `invalidate()`, from any thread.
+            case invalidate
+            /// The teardown itself, on the owner thread (or in `deinit`, or once that thread is gone).
+            case close
+        }
+
+        /// The state after `event`, and whether the caller has work to do: schedule the
+        /// close (`.invalidate`), or tear the port down (`.close`). Each is done at most once.
+        static func after(_ event: Event, from state: Lifecycle) -> (next: Lifecycle, act: Bool) {
+            switch (event, state) {
+            case (.invalidate, .open): (.closing, true)
+            case (.invalidate, _): (state, false)
+            case (.close, .open), (.close, .closing): (.closed, true)
+            case (.close, .closed): (.closed, false)
+            }
+        }
+    }
+
+    /// Applies `event` atomically; true for the one caller that has the work to do.
+    private func transition(_ event: Lifecycle.Event) -> Bool {
+        var current = lifecycle.load(ordering: .acquiring)
+        while true {
+            let (next, act) = Lifecycle.after(event, from: current)
+            guard act else { return false }
+            let (exchanged, original) = lifecycle.compareExchange(expected: current, desired: next,
+                                                                  ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = original
+        }
+    }
+}
+
