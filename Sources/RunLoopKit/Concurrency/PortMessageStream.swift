@@ -102,3 +102,49 @@ final class IterationLifetime: Sendable {
     init(buffer: PortMessageBuffer) { self.buffer = buffer }
     deinit { buffer.consumerStopped() }
 }
+
+extension PortMessageStream {
+    /// How many messages a stream keeps for its consumer, and what happens when it is full.
+    /// A value, so `Sendable`.
+    public struct BufferingPolicy: Sendable, Hashable, CustomStringConvertible {
+        /// The most messages buffered for the consumer.
+        public let capacity: Int
+
+        /// At most `capacity` messages (at least 1) wait for the consumer. When the buffer
+        /// is full, the port leaves its loop's modes: its messages wait in its ZeroMQ queue,
+        /// then its senders wait. It returns to its modes once the consumer has taken the
+        /// buffer down to `capacity / 2`. Nothing is dropped.
+        public static func bounded(_ capacity: Int) -> BufferingPolicy {
+            precondition(capacity > 0, "a message stream needs room for at least one message")
+            return BufferingPolicy(capacity: capacity)
+        }
+
+        /// `bounded(256)`.
+        public static let `default` = bounded(256)
+
+        /// The buffer's count at or below which a paused port returns to its modes.
+        var resumeThreshold: Int { capacity / 2 }
+
+        public var description: String { "bounded(\(capacity))" }
+    }
+}
+
+/// A port's messages for `for await`.
+extension LocalPort {
+    /// The port's messages as an async sequence; see ``PortMessageStream`` for the buffer,
+    /// its back-pressure (the port leaves its loop's modes while the buffer is full:
+    /// nothing is dropped) and when the stream ends.
+    ///
+    /// The stream becomes the port's handler: at once when called on the owner thread,
+    /// else at the owner loop's next pass (messages delivered before that go to the
+    /// handler the port had). Call it on the owner thread (a worker's `setUp`, or an actor
+    /// pinned to the owner's loop) to miss no message. The port must be in its loop's
+    /// modes for messages to flow, as with a handler. Any thread.
+    public func messages(bufferingPolicy: PortMessageStream.BufferingPolicy = .default) -> PortMessageStream {
+        let buffer = PortMessageBuffer(policy: bufferingPolicy)
+        let attachment = PortStreamAttachment(port: self, buffer: buffer)
+        buffer.attachment = attachment
+        attachment.attach()
+        return PortMessageStream(buffer: buffer)
+    }
+}
