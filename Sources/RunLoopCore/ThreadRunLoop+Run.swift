@@ -72,7 +72,7 @@ extension ThreadRunLoop {
             }
             fireDueTimers(in: items) //                                         step 9
             if fireReadyDescriptors(in: items) { handledSource = true } //       step 9
-            if let readyPort, deliverOneMessage(from: readyPort) { handledSource = true } // step 9
+            if let readyPort, deliverMessages(from: readyPort, returnAfterSourceHandled) { handledSource = true } // step 9
             if let result = passResult(items, deadline, handledSource, returnAfterSourceHandled) {
                 return result
             }
@@ -113,14 +113,37 @@ extension ThreadRunLoop {
         if !pollOnly { notifyObservers(of: .afterWaiting, in: items) } //       step 8
     }
 
-    /// Step 9 for ports: delivers one message of a ready port, then requeues the port at the
-    /// back of the ready queue until a receive finds it drained.
-    private func deliverOneMessage(from port: PortSourceTable.Entry) -> Bool {
+    /// The most messages one pass delivers from one port, and the longest it spends on them.
+    static let portBatchLimit = 64
+    static let portBatchNanoseconds: UInt64 = 500_000
+
+    /// Step 9 for ports: delivers a batch of a ready port's messages — one when the run
+    /// returns after a handled source, else up to `portBatchLimit` within 500 µs —
+    /// then requeues the port at the back of the ready queue until a receive finds it
+    /// drained. The batch ends at once when a handler stops the loop, takes the port out of
+    /// the loop or pauses it (a message stream's back-pressure), or runs the loop itself
+    /// (a nested run), so that no timer, source or other port waits behind more than one
+    /// batch. Returns whether a message was delivered.
+    private func deliverMessages(from port: PortSourceTable.Entry, _ returnAfterSourceHandled: Bool) -> Bool {
         ports.willDeliver(from: port)
-        let outcome = port.port.handleOneMessage()
-        if outcome == .delivered { instruments.messageHandled() }
+        let limit = returnAfterSourceHandled ? 1 : ThreadRunLoop.portBatchLimit
+        let passes = instruments.passes
+        let started = limit > 1 ? Deadline.now() : Deadline(rawValue: 0)
+        var delivered = false
+        var count = 0
+        var outcome = PortDelivery.empty
+        repeat {
+            outcome = port.port.handleOneMessage()
+            count += 1
+            if outcome == .delivered {
+                instruments.messageHandled()
+                delivered = true
+            }
+        } while outcome != .empty && count < limit && port.isRegistered && !port.registration.isPaused
+            && instruments.passes == passes && !stopRequested.load(ordering: .relaxed)
+            && Deadline.now().rawValue &- started.rawValue < ThreadRunLoop.portBatchNanoseconds
         ports.didDeliver(from: port, outcome)
-        return outcome == .delivered
+        return delivered
     }
 
     /// Step 9 for timers: fires each due timer once, earliest first.
