@@ -126,7 +126,8 @@ public final class DescriptorSource: @unchecked Sendable {
     /// what it holds. Set once, right after init.
     weak var wrapper: AnyObject?
     private var keptWrapper: AnyObject? // loop thread only
-    let binding = LoopBinding()
+    /// The loop it is scheduled on (its validity is `lifecycle`'s: it also closes the descriptor).
+    let binding = LoopItemLifetime()
 
     /// Watches `descriptor` for `interest` (`.readable`, `.writable` or both; empty makes it
     /// start disabled). With `ownership: .owned` RunLoopKit closes the descriptor when done.
@@ -188,14 +189,14 @@ public final class DescriptorSource: @unchecked Sendable {
             handler = nil // on no loop, so no loop thread touches it: what it holds goes now
             return
         }
-        let accepted = loop.itemInvalidated(onOwnerThread: { $0.removeDescriptorSourceEverywhere(self) })
+        let accepted = loop.runOnOwnerThread({ $0.removeDescriptorSourceEverywhere(self) })
         if !accepted { releaseDescriptor() } // the loop was torn down: its table is gone
     }
 
     private func changeInterest(to word: UInt8) {
         interestWord.store(word, ordering: .releasing)
         guard isValid, let loop = binding.loop else { return }
-        loop.itemInvalidated(onOwnerThread: { $0.descriptorSourceChanged(self) })
+        loop.runOnOwnerThread({ $0.descriptorSourceChanged(self) })
     }
 
     // MARK: - The loop's side (loop thread)

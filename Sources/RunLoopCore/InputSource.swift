@@ -21,9 +21,9 @@ public final class InputSource: @unchecked Sendable {
     private var performCallback: (() -> Void)?
     private var cancelCallback: ModeCallback?
 
-    private let valid = Atomic<Bool>(true)
     private let signalled = Atomic<Bool>(false)
-    let binding = LoopBinding()
+    /// Valid until invalidated; the loop it is scheduled on.
+    let lifetime = LoopItemLifetime()
 
     public init(order: Int = 0, schedule: ModeCallback? = nil, cancel: ModeCallback? = nil,
                 perform: @escaping () -> Void) {
@@ -33,7 +33,7 @@ public final class InputSource: @unchecked Sendable {
         self.performCallback = perform
     }
 
-    public var isValid: Bool { valid.load(ordering: .acquiring) }
+    public var isValid: Bool { lifetime.isValid }
 
     /// Whether the source is signalled and has not performed since. Any thread.
     public var isSignalled: Bool { signalled.load(ordering: .acquiring) }
@@ -50,14 +50,13 @@ public final class InputSource: @unchecked Sendable {
     /// Signals the source and wakes the loop it is on. Any thread.
     public func signalAndWake() {
         signal()
-        binding.loop?.wakeUp()
+        lifetime.loop?.wakeUp()
     }
 
     /// Removes the source from every mode of its loop; `cancel` runs once per mode, on
     /// the loop's thread (at once when called there, else at the loop's next pass). Any thread.
     public func invalidate() {
-        guard valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        binding.loop?.itemInvalidated(onOwnerThread: { $0.removeSourceEverywhere(self) })
+        lifetime.invalidate(removing: { $0.removeSourceEverywhere(self) })
     }
 
     /// Performs if signalled, clearing the signal first so that a signal raised during

@@ -14,10 +14,10 @@ public final class LoopObserver: @unchecked Sendable {
     public let order: Int
 
     private var callback: ((LoopObserver, LoopActivity) -> Void)? // loop thread
-    private let valid = Atomic<Bool>(true)
     /// True during the callback, so that a nested run does not call it again. Loop thread.
     private var isNotifying = false
-    let binding = LoopBinding()
+    /// Valid until invalidated; the loop it is scheduled on.
+    let lifetime = LoopItemLifetime()
 
     public init(activities: LoopActivity, repeats: Bool = true, order: Int = 0,
                 _ callback: @escaping (LoopObserver, LoopActivity) -> Void) {
@@ -27,12 +27,11 @@ public final class LoopObserver: @unchecked Sendable {
         self.callback = callback
     }
 
-    public var isValid: Bool { valid.load(ordering: .acquiring) }
+    public var isValid: Bool { lifetime.isValid }
 
     /// Removes the observer from every mode of its loop. Any thread.
     public func invalidate() {
-        guard valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        binding.loop?.itemInvalidated(onOwnerThread: { $0.removeObserverEverywhere(self) })
+        lifetime.invalidate(removing: { $0.removeObserverEverywhere(self) })
     }
 
     /// Tells the observer of `activity`; a one-shot observer invalidates itself after.

@@ -26,11 +26,10 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// The closure, released on invalidation so that captured objects go. Loop thread.
     private var body: ((LoopTimer) -> Void)?
-    private let valid = Atomic<Bool>(true)
     /// True during the callback, so that a nested run does not fire the timer again. Loop thread.
     private(set) var isFiring = false
-    /// The loop the timer is scheduled on; set once, on that loop's thread.
-    let binding = LoopBinding()
+    /// Valid until invalidated; the loop it is scheduled on.
+    let lifetime = LoopItemLifetime()
 
     /// A timer first firing at `fireDate`, then every `interval` if one is given.
     public init(fireAt fireDate: Deadline, interval: Duration? = nil, tolerance: Duration = .zero,
@@ -49,12 +48,11 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     /// Whether the timer can still fire. Any thread.
-    public var isValid: Bool { valid.load(ordering: .acquiring) }
+    public var isValid: Bool { lifetime.isValid }
 
     /// Stops the timer for good and removes it from its loop. Any thread.
     public func invalidate() {
-        guard valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        binding.loop?.itemInvalidated(onOwnerThread: { $0.removeTimerEverywhere(self) })
+        lifetime.invalidate(removing: { $0.removeTimerEverywhere(self) })
     }
 
     /// The latest time the loop may fire this timer.

@@ -5,7 +5,7 @@ extension ThreadRunLoop {
     /// Adds a custom input source to `mode` (`CFRunLoopAddSource`); its schedule callback
     /// runs once for each mode it newly joins.
     public func add(_ source: InputSource, to mode: LoopMode = .default) {
-        addItem(.source(source), binding: source.binding, to: mode)
+        addItem(.source(source), binding: source.lifetime, to: mode)
     }
 
     /// Removes a custom input source from `mode`; its cancel callback runs if it was there.
@@ -16,7 +16,7 @@ extension ThreadRunLoop {
 
     /// Adds a timer to `mode` (`CFRunLoopAddTimer`). Adding never fires it.
     public func add(_ timer: LoopTimer, to mode: LoopMode = .default) {
-        addItem(.timer(timer), binding: timer.binding, to: mode)
+        addItem(.timer(timer), binding: timer.lifetime, to: mode)
     }
 
     public func remove(_ timer: LoopTimer, from mode: LoopMode = .default) {
@@ -26,7 +26,7 @@ extension ThreadRunLoop {
 
     /// Adds an observer to `mode` (`CFRunLoopAddObserver`).
     public func add(_ observer: LoopObserver, to mode: LoopMode = .default) {
-        addItem(.observer(observer), binding: observer.binding, to: mode)
+        addItem(.observer(observer), binding: observer.lifetime, to: mode)
     }
 
     public func remove(_ observer: LoopObserver, from mode: LoopMode = .default) {
@@ -74,7 +74,7 @@ extension ThreadRunLoop {
         mode == .common ? commonItems : modes[mode]
     }
 
-    package func addItem(_ item: LoopItem, binding: LoopBinding?, to mode: LoopMode) {
+    package func addItem(_ item: LoopItem, binding: LoopItemLifetime?, to mode: LoopMode) {
         assertOwnerThread()
         guard lifecycle == .open, item.isValid else { return }
         if let binding {

@@ -164,11 +164,12 @@ public final class ThreadRunLoop: @unchecked Sendable {
         return runStack.last
     }
 
-    /// Finishes an item's invalidation on the loop's thread: now if called there, else at
-    /// the loop's next pass (and the loop is woken for it). Returns false if the loop was
-    /// torn down, so the action will never run.
+    /// Runs `action` on the loop's thread: now if called there, else at the loop's next
+    /// pass, in every mode (the loop is woken for it). Returns false if the loop was torn
+    /// down, so the action will never run. The channel for what must happen where the
+    /// loop's items live: finishing an invalidation, a port's close, a stream's attach.
     @discardableResult
-    package func itemInvalidated(onOwnerThread action: @escaping ControlAction) -> Bool {
+    package func runOnOwnerThread(_ action: @escaping ControlAction) -> Bool {
         if isOwnerThread {
             action(self)
             return true

@@ -121,7 +121,7 @@ final class LoopJobQueue: @unchecked Sendable {
     func schedule() {
         guard let loop else { return orphan() }
         if loop.isOwnerThread { return scheduled(on: loop) }
-        let accepted = loop.itemInvalidated { [self] loop in scheduled(on: loop) }
+        let accepted = loop.runOnOwnerThread { [self] loop in scheduled(on: loop) }
         if !accepted { orphan() } // the thread has exited
     }
 

@@ -37,7 +37,7 @@ final class PortStreamAttachment: @unchecked Sendable {
     /// Installs the stream as the port's handler: at once on the owner thread, else at the
     /// owner loop's next pass. Ends the stream if the port or its thread is gone.
     func attach() {
-        let scheduled = ownerLoop?.itemInvalidated { [self] _ in install() } ?? false
+        let scheduled = ownerLoop?.runOnOwnerThread { [self] _ in install() } ?? false
         if !scheduled { buffer?.portFinished() }
     }
 
@@ -68,7 +68,7 @@ final class PortStreamAttachment: @unchecked Sendable {
 
     /// The consumer caught up: brings the port back, at the owner loop's next pass.
     func requestResume() {
-        _ = ownerLoop?.itemInvalidated { [self] _ in resume() }
+        _ = ownerLoop?.runOnOwnerThread { [self] _ in resume() }
     }
 
     private func resume() {
@@ -84,7 +84,7 @@ final class PortStreamAttachment: @unchecked Sendable {
     /// The consumer stopped: at the owner loop's next pass, removes the stream's handler
     /// and brings the port back if it was paused.
     func requestDetach() {
-        _ = ownerLoop?.itemInvalidated { [self] _ in detach() }
+        _ = ownerLoop?.runOnOwnerThread { [self] _ in detach() }
     }
 
     private func detach() {

@@ -182,7 +182,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     public func invalidate() {
         guard transition(.invalidate) else { return }
         if isOwnerThread { close(); return }
-        let queued = ownerLoop?.itemInvalidated { [self] _ in close() } ?? false
+        let queued = ownerLoop?.runOnOwnerThread { [self] _ in close() } ?? false
         if !queued { close() } // the owner thread is gone: nothing else can touch the socket
     }
 
