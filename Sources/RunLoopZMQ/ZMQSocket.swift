@@ -255,10 +255,15 @@ package final class ZMQSocket {
             zmq_pollitem_t(socket: $0.socket.handle, fd: 0, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0)
         }
         let deadline = timeout.map { Deadline.after($0) }
-        try zmqCall("zmq_poll") {
-            // Recomputed on each try, so a retry after EINTR does not restart the timeout.
-            let milliseconds = deadline.map { Int(($0 - .now()).zmqMilliseconds) } ?? -1
-            return zmq_poll(&items, Int32(items.count), milliseconds)
+        while true {
+            let ready = try zmqCall("zmq_poll") {
+                // Recomputed on each try, so a retry after EINTR does not restart the timeout.
+                let milliseconds = deadline.map { Int(($0 - .now()).zmqMilliseconds) } ?? -1
+                return zmq_poll(&items, Int32(items.count), milliseconds)
+            }
+            // libzmq's millisecond clock can end a wait up to a millisecond early: wait on
+            // until the deadline, so that a timeout is never shorter than asked.
+            guard ready == 0, let deadline, Deadline.now() < deadline else { break }
         }
         return items.map { ZMQEvents(rawValue: Int32($0.revents)) }
     }

@@ -45,7 +45,7 @@ enum CheckInCase {
             MetricResult(caseName: name, metric: "ms", unit: "ms", lowerIsBetter: true,
                          runloopkit: Harness.median(runLoopKit) * 1000,
                          peers: [PeerValue(name: "plain-threads", value: Harness.median(plain) * 1000)],
-                         targets: [.atMostTimes(3, peer: "plain-threads")]),
+                         targets: [.atMostTimes(2.5, peer: "plain-threads")]),
         ]
         outcome.notes = ["\(name): median of \(config.checkInRounds) interleaved rounds"]
         return outcome

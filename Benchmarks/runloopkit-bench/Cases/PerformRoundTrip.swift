@@ -43,7 +43,7 @@ enum PerformRoundTripCase {
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "perform on another thread and wait")
         outcome.metrics = [
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1, peer: "foundation-perform"),
-                                                           .atMostTimes(1.5, peer: "dispatch-async")]) { $0.p50 },
+                                                           .atMostTimes(1.25, peer: "dispatch-async")]) { $0.p50 },
         ]
         return outcome
     }

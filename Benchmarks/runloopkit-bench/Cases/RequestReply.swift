@@ -53,12 +53,13 @@ enum RequestReplyCase {
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
         let contenders: [any LatencyContender] = [
-            RunLoopKitRequestReply(), ZMQPingPong(name: "zmq-inproc-reqrep", requestReply: true),
+            RunLoopKitRequestReply(), FloorPingPong(endpoint: "inproc://runloopkit-bench.floor-request-reply"),
+            ZMQPingPong(name: "zmq-inproc-reqrep", requestReply: true),
         ]
         let distributions = Harness.latencies(contenders, config)
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "request/reply, named port, two threads")
         outcome.metrics = [
-            distributions.metric(name, "us_p50", targets: [.atMostTimes(1.5, peer: "zmq-inproc-reqrep")]) { $0.p50 },
+            distributions.metric(name, "us_p50", targets: [.atMostTimes(1.2, peer: "floor")]) { $0.p50 },
         ]
         return outcome
     }

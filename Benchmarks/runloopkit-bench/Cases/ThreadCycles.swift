@@ -53,7 +53,7 @@ enum ThreadCyclesCase {
         outcome.metrics = [
             MetricResult(caseName: name, metric: "cycles_per_s", unit: "cycle/s", lowerIsBetter: false,
                          runloopkit: rate(runLoopKit), peers: [PeerValue(name: "plain-threads", value: rate(plain))],
-                         targets: [.atLeastTimes(0.5, peer: "plain-threads")]),
+                         targets: [.atLeastTimes(0.6, peer: "plain-threads")]),
             MetricResult(caseName: name, metric: "rss_growth_mb", unit: "MB", lowerIsBetter: true,
                          runloopkit: growthMB(runLoopKit),
                          peers: [PeerValue(name: "plain-threads", value: growthMB(plain))], targets: [.atMost(20)]),
