@@ -29,6 +29,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Write the table as Markdown to this file.", valueName: "file"))
     var markdown: String?
 
+    @Option(help: "Run the selected cases this many times in one invocation, and report each target's median and spread (a target is met when its median is).")
+    var `repeat` = 1
+
     @Flag(help: "List the cases and exit.")
     var list = false
 
@@ -73,18 +76,25 @@ struct BenchCommand: ParsableCommand {
         let run = BenchRun(config: config, date: started, processors: System.processorCount)
         Progress.say("runloopkit-bench: \(quick ? "quick" : "full") run of \(selected.count) case(s) on "
                      + "\(run.processors) processor(s), \(Placement.caption), \(run.dateText)")
-        var outcomes: [CaseOutcome] = []
-        for (index, benchCase) in selected.enumerated() {
-            Progress.say("[\(index + 1)/\(selected.count)] \(benchCase.name): \(benchCase.measures) …")
-            let start = Clock.now()
-            var outcome = benchCase.run(config)
-            outcome.seconds = Clock.seconds(since: start)
-            Progress.say("[\(index + 1)/\(selected.count)] \(benchCase.name) done in \(Format.seconds(outcome.seconds)): "
-                         + Progress.summary(of: outcome))
-            outcomes.append(outcome)
+        var runs: [[CaseOutcome]] = []
+        for repetition in 1...max(1, self.repeat) {
+            var outcomes: [CaseOutcome] = []
+            for (index, benchCase) in selected.enumerated() {
+                let label = self.repeat > 1 ? "run \(repetition)/\(self.repeat) " : ""
+                Progress.say("\(label)[\(index + 1)/\(selected.count)] \(benchCase.name): \(benchCase.measures) …")
+                let start = Clock.now()
+                var outcome = benchCase.run(config)
+                outcome.seconds = Clock.seconds(since: start)
+                Progress.say("\(label)[\(index + 1)/\(selected.count)] \(benchCase.name) done in \(Format.seconds(outcome.seconds)): "
+                             + Progress.summary(of: outcome))
+                outcomes.append(outcome)
+            }
+            runs.append(outcomes)
         }
+        let outcomes = runs.last!
         let total = Date().timeIntervalSince(started)
         print(Table.text(outcomes, run: run, totalSeconds: total))
+        if runs.count > 1 { print(Repeats.text(runs)) }
         if let json { try write(JSONReport.render(outcomes), to: json) }
         if let svg { try write(Chart.svg(outcomes, run: run), to: svg) }
         if let markdown { try write(Table.markdown(outcomes, run: run, totalSeconds: total), to: markdown) }

@@ -18,6 +18,32 @@ actor PinnedEcho {
     }
 }
 
+/// A serial executor that runs jobs on a serial `DispatchQueue` (what `DispatchSerialQueue`
+/// is as an executor on Apple platforms; corelibs Dispatch on Linux has no such type).
+final class DispatchQueueExecutor: SerialExecutor {
+    let queue = DispatchQueue(label: "runloopkit-bench.queue-actor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+}
+
+/// An actor whose executor is a serial Dispatch queue: the real alternative to pinning an
+/// actor to a thread of one's own.
+actor QueueEcho {
+    let executor = DispatchQueueExecutor()
+    private var calls = 0
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    func echo(_ value: Int) -> Int {
+        calls += 1
+        return value
+    }
+}
+
 /// A plain actor, on Swift's default (cooperative pool) executor.
 actor PlainEcho {
     private var calls = 0
@@ -72,6 +98,18 @@ final class RunLoopKitTaskHop: LatencyContender {
     func finish() { worker.stop() }
 }
 
+final class DispatchSerialExecutorHop: LatencyContender {
+    let name = "dispatch-serial-executor"
+    private let echo = QueueEcho()
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let echo = echo
+        return timeAwaits(count) { await echo.echo($0) }
+    }
+
+    func finish() {}
+}
+
 final class DefaultActorHop: LatencyContender {
     let name = "default-actor"
     private let echo = PlainEcho()
@@ -85,16 +123,19 @@ final class DefaultActorHop: LatencyContender {
 }
 
 /// Issue 5's task-to-thread hop: a task awaiting a method of an actor pinned to a worker's
-/// run loop, beside the same call on a plain actor. No target: a plain actor may run on
-/// the awaiting task's own pool thread without any thread switch.
+/// run loop, beside the same call on an actor whose executor is a `DispatchSerialQueue`
+/// (the target: no slower) and on a plain actor (information: it may run on the awaiting
+/// task's own pool thread without any thread switch).
 enum TaskHopCase {
     static let name = "task-hop"
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
-        let contenders: [any LatencyContender] = [RunLoopKitTaskHop(), DefaultActorHop()]
+        let contenders: [any LatencyContender] = [RunLoopKitTaskHop(), DispatchSerialExecutorHop(), DefaultActorHop()]
         let distributions = Harness.latencies(contenders, config)
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "await an actor method from a task")
-        outcome.metrics = [distributions.metric(name, "us_p50") { $0.p50 }]
+        outcome.metrics = [
+            distributions.metric(name, "us_p50", targets: [.atMostTimes(1, peer: "dispatch-serial-executor")]) { $0.p50 },
+        ]
         return outcome
     }
 }

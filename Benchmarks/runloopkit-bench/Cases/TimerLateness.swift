@@ -1,3 +1,4 @@
+import Glibc
 import RunLoopKit
 
 /// The lateness of each fire of a repeating timer after its grid point, on the monotonic
@@ -49,17 +50,45 @@ final class RunLoopKitTimerLateness: LatencyContender {
     func finish() { driver.finish() }
 }
 
+/// The floor: a thread sleeping with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` until
+/// each point of the same 1 ms grid, with no run loop: what the kernel and the machine allow.
+final class FloorTimerLateness: LatencyContender {
+    let name = "floor"
+    private let driver = CommandThread(cpu: nil)
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        driver.run {
+            let interval: UInt64 = 1_000_000
+            var tracker = LatenessTracker(interval: interval)
+            let first = Clock.now() + interval
+            var next = first
+            while tracker.fires < count {
+                var wake = timespec(tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+                while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, nil) == EINTR {}
+                let now = Clock.now()
+                tracker.fired(at: now, firstGridPoint: first)
+                next = first + ((now - first) / interval + 1) * interval // the next grid point, as a timer's
+            }
+            return tracker.recorder
+        }
+    }
+
+    func finish() { driver.finish() }
+}
+
 enum TimerLatenessCase {
     static let name = "timer-lateness"
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
-        let distributions = Harness.latencies([RunLoopKitTimerLateness(), FoundationTimerLateness()],
+        let distributions = Harness.latencies([RunLoopKitTimerLateness(), FloorTimerLateness(), FoundationTimerLateness()],
                                               rounds: config.timerRounds, batch: config.timerFires, warmUp: 100,
                                               only: config.only)
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "lateness of a 1 ms repeating timer")
         outcome.metrics = [
             distributions.metric(name, "us_p50") { $0.p50 },
-            distributions.metric(name, "us_p99", targets: [.atMost(1000), .atMostTimes(1, peer: "foundation-timer")]) { $0.p99 },
+            // The absolute 1 ms bound is the virtual machine's, not the code's: information only.
+            distributions.metric(name, "us_p99", targets: [.atMostTimes(1, peer: "foundation-timer"),
+                                                           .atMostTimes(1.1, peer: "floor")]) { $0.p99 },
             distributions.metric(name, "us_max") { $0.max },
         ]
         let seconds = Double(config.timerRounds * config.timerFires) / 1000
