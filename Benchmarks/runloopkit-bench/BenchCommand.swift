@@ -29,8 +29,10 @@ struct BenchCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Write the table as Markdown to this file.", valueName: "file"))
     var markdown: String?
 
-    @Option(help: "Run the selected cases this many times in one invocation, and report each target's median and spread (a target is met when its median is).")
-    var `repeat` = 1
+    @Option(name: .customLong("repeat"), help: ArgumentHelp(
+        "Run the selected cases this many times; report the median and the spread (min–max) of every figure and ratio, a target met when the median meets it.",
+        valueName: "N"))
+    var repeats = 1
 
     @Flag(help: "List the cases and exit.")
     var list = false
@@ -49,6 +51,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: .hidden) var cpu: Int?
 
     func validate() throws {
+        guard repeats >= 1 else { throw ValidationError("--repeat needs a count of at least 1") }
         for name in cases where !Catalog.names.contains(name) {
             throw ValidationError("unknown case '\(name)'; the cases: \(Catalog.names.joined(separator: ", "))")
         }
@@ -66,35 +69,35 @@ struct BenchCommand: ParsableCommand {
             ProcessPingPongCase.serveAsChild(childPort: childPort, parentPort: parentPort, endpoint: endpoint)
         }
         if list {
-            for benchCase in Catalog.all { print("\(benchCase.name.padding(toLength: 26, withPad: " ", startingAt: 0))\(benchCase.measures)") }
+            for benchCase in Catalog.all { print("\(benchCase.name.padding(toLength: 28, withPad: " ", startingAt: 0))\(benchCase.measures)") }
             return
         }
         Placement.mode = placement
         let selected = cases.isEmpty ? Catalog.all : Catalog.all.filter { cases.contains($0.name) }
         let config = BenchConfig(quick: quick, only: only)
         let started = Date()
-        let run = BenchRun(config: config, date: started, processors: System.processorCount)
-        Progress.say("runloopkit-bench: \(quick ? "quick" : "full") run of \(selected.count) case(s) on "
+        let run = BenchRun(config: config, date: started, processors: System.processorCount, runs: repeats)
+        Progress.say("runloopkit-bench: \(quick ? "quick" : "full") run of \(selected.count) case(s)"
+                     + (repeats > 1 ? ", \(repeats) times," : "") + " on "
                      + "\(run.processors) processor(s), \(Placement.caption), \(run.dateText)")
         var runs: [[CaseOutcome]] = []
-        for repetition in 1...max(1, self.repeat) {
+        for repetition in 1...repeats {
+            let prefix = repeats > 1 ? "run \(repetition)/\(repeats) " : ""
             var outcomes: [CaseOutcome] = []
             for (index, benchCase) in selected.enumerated() {
-                let label = self.repeat > 1 ? "run \(repetition)/\(self.repeat) " : ""
-                Progress.say("\(label)[\(index + 1)/\(selected.count)] \(benchCase.name): \(benchCase.measures) …")
+                Progress.say("\(prefix)[\(index + 1)/\(selected.count)] \(benchCase.name): \(benchCase.measures) …")
                 let start = Clock.now()
                 var outcome = benchCase.run(config)
                 outcome.seconds = Clock.seconds(since: start)
-                Progress.say("\(label)[\(index + 1)/\(selected.count)] \(benchCase.name) done in \(Format.seconds(outcome.seconds)): "
-                             + Progress.summary(of: outcome))
+                Progress.say("\(prefix)[\(index + 1)/\(selected.count)] \(benchCase.name) done in "
+                             + "\(Format.seconds(outcome.seconds)): " + Progress.summary(of: outcome))
                 outcomes.append(outcome)
             }
             runs.append(outcomes)
         }
-        let outcomes = runs.last!
+        let outcomes = Repeats.combine(runs)
         let total = Date().timeIntervalSince(started)
         print(Table.text(outcomes, run: run, totalSeconds: total))
-        if runs.count > 1 { print(Repeats.text(runs)) }
         if let json { try write(JSONReport.render(outcomes), to: json) }
         if let svg { try write(Chart.svg(outcomes, run: run), to: svg) }
         if let markdown { try write(Table.markdown(outcomes, run: run, totalSeconds: total), to: markdown) }
@@ -111,6 +114,8 @@ struct BenchRun: Sendable {
     let config: BenchConfig
     let date: Date
     let processors: Int
+    /// How many times the cases ran (`--repeat`).
+    var runs = 1
 
     var dateText: String {
         let formatter = DateFormatter()
@@ -121,7 +126,9 @@ struct BenchRun: Sendable {
     }
 
     var caption: String {
-        "\(config.quick ? "quick" : "full") run, \(processors) processor(s), \(Placement.caption), \(dateText)"
+        (runs > 1 ? "\(runs) \(config.quick ? "quick" : "full") runs (medians; the chart shows the last)"
+                  : "\(config.quick ? "quick" : "full") run")
+            + ", \(processors) processor(s), \(Placement.caption), \(dateText)"
     }
 }
 

@@ -135,7 +135,6 @@ enum PortPingPongCase {
         let distributions = Harness.latencies(contenders, config)
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "round trip, 64 B, two threads")
         outcome.metrics = [
-            // The floor is this design without run-loop machinery; zmq's blocking calls are information.
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1.15, peer: "floor"),
                                                            .atMostTimes(0.5, peer: "foundation-socketport")]) { $0.p50 },
             distributions.metric(name, "us_p99") { $0.p99 },

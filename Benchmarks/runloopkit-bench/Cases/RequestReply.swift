@@ -53,8 +53,7 @@ enum RequestReplyCase {
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
         let contenders: [any LatencyContender] = [
-            RunLoopKitRequestReply(), FloorPingPong(endpoint: "inproc://runloopkit-bench.floor-request-reply"),
-            ZMQPingPong(name: "zmq-inproc-reqrep", requestReply: true),
+            RunLoopKitRequestReply(), FloorRequestReply(), ZMQPingPong(name: "zmq-inproc-reqrep", requestReply: true),
         ]
         let distributions = Harness.latencies(contenders, config)
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "request/reply, named port, two threads")

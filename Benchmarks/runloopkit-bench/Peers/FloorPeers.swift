@@ -1,107 +1,266 @@
 import CLinuxPoll
 import CZeroMQ
+import Dispatch
 import Glibc
 
-// The `floor` peers: RunLoopKit's own design with no run-loop machinery. Each thread
-// sleeps in epoll on its socket's `ZMQ_FD` and, after every wake-up, receives with
-// `ZMQ_DONTWAIT` until libzmq says nothing is queued, exactly as a run loop services a
-// port; its threads are placed as RunLoopKit's are. What RunLoopKit costs above these is
-// run-loop machinery (modes, observers, the pass, the wire format, the port tables).
+// The `floor` peers of the port cases (issue 15): RunLoopKit's own poll-set design written
+// directly on libzmq and epoll, with no run-loop machinery. Each receiving thread sleeps in
+// `epoll_wait` on its socket's `ZMQ_FD` (registered level-triggered for `EPOLLIN`, as the
+// loop registers a port's), and after each wake-up drains with `ZMQ_DONTWAIT` while
+// `ZMQ_EVENTS` says `ZMQ_POLLIN`. `ZMQ_FD` is edge-triggered: a send or receive may consume
+// its edge, so `ZMQ_EVENTS` is asked again before every sleep. The sockets are RunLoopKit's:
+// a ROUTER per receiving port, a DEALER per sending thread and destination, with the same
+// high-water marks; the threads are placed as RunLoopKit's are (see `Placement`).
 
-/// A socket's `ZMQ_FD` in an epoll set of its own, and receives that sleep there.
-struct FloorSocket: @unchecked Sendable {
+/// One thread's poll set on one ZeroMQ socket's `ZMQ_FD`. Used by that thread only.
+struct FloorPollSet {
     let socket: ZMQHandle
-    private let epoll: Int32
+    private let epollFD: Int32
 
-    init(_ socket: ZMQHandle) {
+    init(watching socket: ZMQHandle) {
         self.socket = socket
-        var fd: Int32 = -1
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else { fatalError("epoll_create1: errno \(errno)") }
+        var descriptor: Int32 = -1
         var size = MemoryLayout<Int32>.size
-        guard zmq_getsockopt(socket.raw, ZMQ_FD, &fd, &size) == 0 else { fatalError("ZMQ_FD: \(RawZMQ.errorText)") }
-        epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard zmq_getsockopt(socket.raw, ZMQ_FD, &descriptor, &size) == 0 else { fatalError("ZMQ_FD: \(RawZMQ.errorText)") }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
-        guard epoll >= 0, epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event) == 0 else { fatalError("epoll: \(errno)") }
+        event.data.u64 = 1
+        guard epoll_ctl(epollFD, EPOLL_CTL_ADD, descriptor, &event) == 0 else { fatalError("epoll_ctl: errno \(errno)") }
     }
 
-    /// One frame, received without blocking; asleep in epoll whenever none is queued.
-    /// `more` tells whether another frame of the same message follows.
+    /// Whether `ZMQ_EVENTS` has `event` (`ZMQ_POLLIN`, `ZMQ_POLLOUT`); asking re-arms the edge.
     @inline(__always)
-    func receive(_ buffer: UnsafeMutableRawPointer, _ capacity: Int) -> (size: Int, more: Bool) {
+    func has(_ event: Int32) -> Bool {
+        var events: Int32 = 0
+        var size = MemoryLayout<Int32>.size
+        while zmq_getsockopt(socket.raw, ZMQ_EVENTS, &events, &size) != 0 {
+            guard zmq_errno() == EINTR else { fatalError("ZMQ_EVENTS: \(RawZMQ.errorText)") }
+        }
+        return events & event != 0
+    }
+
+    /// Sleeps in `epoll_wait` until `ZMQ_FD` signals (retried on EINTR).
+    @inline(__always)
+    func sleep() {
+        var event = epoll_event()
+        while epoll_wait(epollFD, &event, 1, -1) < 0 {
+            guard errno == EINTR else { fatalError("epoll_wait: errno \(errno)") }
+        }
+    }
+
+    /// Returns once `ZMQ_EVENTS` has `event`, sleeping between the asks.
+    @inline(__always)
+    func wait(for event: Int32) {
+        while !has(event) { sleep() }
+    }
+
+    func close() { Glibc.close(epollFD) }
+}
+
+extension RawZMQ {
+    /// RunLoopKit's queue bounds: a port's `ZMQ_RCVHWM` and a sender's `ZMQ_SNDHWM`.
+    static let floorHighWaterMark: Int32 = 10_000
+
+    /// A ROUTER bound to `endpoint`, as a port's socket.
+    static func floorRouter(_ context: ZMQHandle, bind endpoint: String) -> ZMQHandle {
+        let socket = RawZMQ.socket(context, ZMQ_ROUTER)
+        var mark = floorHighWaterMark
+        zmq_setsockopt(socket.raw, ZMQ_RCVHWM, &mark, MemoryLayout<Int32>.size)
+        if zmq_bind(socket.raw, endpoint) != 0 { fatalError("zmq_bind \(endpoint): \(errorText)") }
+        return socket
+    }
+
+    /// A DEALER connected to `endpoint`, as a sending thread's connection.
+    static func floorDealer(_ context: ZMQHandle, connect endpoint: String) -> ZMQHandle {
+        let socket = RawZMQ.socket(context, ZMQ_DEALER)
+        var mark = floorHighWaterMark
+        zmq_setsockopt(socket.raw, ZMQ_SNDHWM, &mark, MemoryLayout<Int32>.size)
+        if zmq_connect(socket.raw, endpoint) != 0 { fatalError("zmq_connect \(endpoint): \(errorText)") }
+        return socket
+    }
+
+    /// `zmq_send` with `ZMQ_DONTWAIT` (and `more` for a frame that others follow); false
+    /// when the queue is full (EAGAIN).
+    @inline(__always)
+    static func sendNow(_ socket: ZMQHandle, _ buffer: UnsafeRawPointer, _ count: Int, more: Bool = false) -> Bool {
+        let flags = ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)
+        while zmq_send(socket.raw, buffer, count, flags) < 0 {
+            switch zmq_errno() {
+            case EINTR: continue
+            case EAGAIN: return false
+            default: fatalError("zmq_send: \(errorText)")
+            }
+        }
+        return true
+    }
+
+    /// A send that `ZMQ_EVENTS` said may go: failing is a bug of the floor.
+    @inline(__always)
+    static func sendReady(_ socket: ZMQHandle, _ buffer: UnsafeRawPointer, _ count: Int, more: Bool = false) {
+        guard sendNow(socket, buffer, count, more: more) else { fatalError("zmq_send: queue full") }
+    }
+
+    /// `zmq_recv` with `ZMQ_DONTWAIT` of a frame that `ZMQ_EVENTS` said is there (or that
+    /// follows one); returns its size.
+    @inline(__always)
+    static func receiveReady(_ socket: ZMQHandle, _ buffer: UnsafeMutableRawPointer, _ capacity: Int) -> Int {
         while true {
             let size = zmq_recv(socket.raw, buffer, capacity, ZMQ_DONTWAIT)
-            if size >= 0 {
-                var more: Int32 = 0
-                var length = MemoryLayout<Int32>.size
-                zmq_getsockopt(socket.raw, ZMQ_RCVMORE, &more, &length)
-                return (Int(size), more != 0)
-            }
-            let code = zmq_errno()
-            guard code == EAGAIN || code == EINTR else { fatalError("zmq_recv: \(RawZMQ.errorText)") }
-            if code == EAGAIN {
-                var event = epoll_event()
-                _ = epoll_wait(epoll, &event, 1, -1)
-            }
+            if size >= 0 { return Int(size) }
+            guard zmq_errno() == EINTR else { fatalError("zmq_recv: \(errorText)") }
         }
-    }
-
-    /// Sends one frame, blocking (the peer always has room in these cases).
-    @inline(__always)
-    func send(_ buffer: UnsafeRawPointer, _ count: Int, more: Bool = false) {
-        while zmq_send(socket.raw, buffer, count, more ? ZMQ_SNDMORE : 0) < 0 {
-            guard zmq_errno() == EINTR else { fatalError("zmq_send: \(RawZMQ.errorText)") }
-        }
-    }
-
-    func close() {
-        Glibc.close(epoll)
-        RawZMQ.close(socket)
     }
 }
 
-/// `floor` for `port-pingpong-threads` (a DEALER pinging a ROUTER echo, as a RunLoopKit
-/// sender's connection reaches a port) and for `request-reply` (the same exchange: a
-/// RunLoopKit request and its reply travel exactly so).
+/// A thread serving a ROUTER the floor's way until a message with an empty body: sleeps in
+/// epoll, and after each wake-up receives `[routing id][body]` while `ZMQ_EVENTS` says
+/// `ZMQ_POLLIN`, handing each to its service's `handle`.
+final class FloorServerThread: Sendable {
+    /// What the thread does with each message, and at the end (on the thread).
+    struct Service {
+        /// The ROUTER, the routing id and its size, the body and its size.
+        let handle: (ZMQHandle, UnsafeMutableRawPointer, Int, UnsafeMutableRawPointer, Int) -> Void
+        var finish: () -> Void = {}
+    }
+
+    private let thread: JoinableThread
+
+    /// Binds the ROUTER on the new thread; `setUp` runs there next (connecting the
+    /// thread's DEALERs) and returns the service. Returns once both are done.
+    init(context: ZMQHandle, endpoint: String, cpu: Int?, setUp: @escaping @Sendable () -> Service) {
+        let ready = DispatchSemaphore(value: 0)
+        thread = JoinableThread.start(cpu: cpu) {
+            let router = RawZMQ.floorRouter(context, bind: endpoint)
+            let service = setUp()
+            ready.signal()
+            FloorServerThread.serve(router, service.handle)
+            service.finish()
+            RawZMQ.close(router)
+        }
+        ready.wait()
+    }
+
+    private static func serve(_ router: ZMQHandle,
+                              _ handle: (ZMQHandle, UnsafeMutableRawPointer, Int, UnsafeMutableRawPointer, Int) -> Void) {
+        let pollSet = FloorPollSet(watching: router)
+        defer { pollSet.close() }
+        let identity = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 16)
+        let body = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+        defer { identity.deallocate(); body.deallocate() }
+        while true {
+            while pollSet.has(ZMQ_POLLIN) {
+                let identitySize = RawZMQ.receiveReady(router, identity, 256)
+                let bodySize = RawZMQ.receiveReady(router, body, 4096)
+                if bodySize == 0 { return }
+                handle(router, identity, identitySize, body, min(bodySize, 4096))
+            }
+            pollSet.sleep()
+        }
+    }
+
+    /// Joins the thread; send it an empty body first.
+    func join() { thread.join() }
+}
+
+/// `port-pingpong-threads`' floor: the ping-pong of `RunLoopKitPingPong` between a driver
+/// and an echo thread, each with a ROUTER it sleeps on and a DEALER to the other's.
 final class FloorPingPong: LatencyContender {
     let name = "floor"
     private let context = RawZMQ.context()
     private let driver = CommandThread()
-    private let client: FloorSocket
-    private let echoThread: JoinableThread
+    private let echo: FloorServerThread
+    /// The driver's ROUTER (its poll set's socket) and DEALER; used on the driver thread only.
+    private let sockets: Confined<(pollSet: FloorPollSet, dealer: ZMQHandle)>
 
-    init(endpoint: String = "inproc://runloopkit-bench.floor") {
+    init() {
         let context = context
-        let server = FloorSocket(RawZMQ.socket(context, ZMQ_ROUTER, bind: endpoint))
-        echoThread = JoinableThread.start(cpu: Placement.pair) {
-            let identity = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 16)
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
-            defer {
-                identity.deallocate()
-                buffer.deallocate()
-                server.close()
-            }
-            while true {
-                let (idSize, _) = server.receive(identity, 256)
-                let (size, _) = server.receive(buffer, 4096)
-                if size == 0 { return }
-                server.send(identity, idSize, more: true) // back over the connection it came in on
-                server.send(buffer, size)
-            }
+        let driverEndpoint = "inproc://runloopkit-bench.floor.pingpong.driver"
+        let echoEndpoint = "inproc://runloopkit-bench.floor.pingpong.echo"
+        let router = driver.run { RawZMQ.floorRouter(context, bind: driverEndpoint) }
+        echo = FloorServerThread(context: context, endpoint: echoEndpoint, cpu: Placement.pair) {
+            let back = RawZMQ.floorDealer(context, connect: driverEndpoint)
+            return .init(handle: { _, _, _, body, size in RawZMQ.sendReady(back, body, size) },
+                         finish: { RawZMQ.close(back) })
         }
-        client = driver.run { FloorSocket(RawZMQ.socket(context, ZMQ_DEALER, connect: endpoint)) }
+        let dealer = driver.run { RawZMQ.floorDealer(context, connect: echoEndpoint) }
+        sockets = Confined((FloorPollSet(watching: router), dealer))
     }
 
     func measure(_ count: Int) -> LatencyRecorder {
-        let client = client
+        let sockets = sockets
         return driver.run {
+            let (pollSet, dealer) = sockets.value
             var recorder = LatencyRecorder()
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
             for _ in 0..<count {
                 let start = Clock.now()
-                client.send(buffer, 64)
-                _ = client.receive(buffer, 4096)
+                RawZMQ.sendReady(dealer, buffer, 64)
+                pollSet.wait(for: ZMQ_POLLIN)
+                _ = RawZMQ.receiveReady(pollSet.socket, buffer, 256) // the echo's routing id
+                precondition(RawZMQ.receiveReady(pollSet.socket, buffer, 4096) == 64)
+                recorder.record(nanoseconds: Clock.now() &- start)
+            }
+            return recorder
+        }
+    }
+
+    func finish() {
+        let sockets = sockets
+        driver.run {
+            var empty: UInt8 = 0
+            RawZMQ.sendReady(sockets.value.dealer, &empty, 0)
+        }
+        echo.join()
+        driver.run {
+            RawZMQ.close(sockets.value.dealer)
+            RawZMQ.close(sockets.value.pollSet.socket)
+            sockets.value.pollSet.close()
+        }
+        driver.finish()
+        RawZMQ.terminate(context)
+    }
+}
+
+/// `request-reply`'s floor: a DEALER on the driver thread sends a 64-byte request to a
+/// ROUTER served by another thread, which sends it back to the requester's routing id;
+/// the driver sleeps in epoll on its DEALER until the reply is there.
+final class FloorRequestReply: LatencyContender {
+    let name = "floor"
+    private let context = RawZMQ.context()
+    private let driver = CommandThread()
+    private let server: FloorServerThread
+    /// The driver's DEALER in its poll set; used on the driver thread only.
+    private let client: Confined<FloorPollSet>
+
+    init() {
+        let context = context
+        let endpoint = "inproc://runloopkit-bench.floor.request-reply"
+        server = FloorServerThread(context: context, endpoint: endpoint, cpu: Placement.pair) {
+            .init(handle: { router, identity, identitySize, body, size in
+                RawZMQ.sendReady(router, identity, identitySize, more: true)
+                RawZMQ.sendReady(router, body, size)
+            })
+        }
+        client = Confined(driver.run { FloorPollSet(watching: RawZMQ.floorDealer(context, connect: endpoint)) })
+    }
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let client = client
+        return driver.run {
+            let pollSet = client.value
+            var recorder = LatencyRecorder()
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+            defer { buffer.deallocate() }
+            buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
+            for _ in 0..<count {
+                let start = Clock.now()
+                RawZMQ.sendReady(pollSet.socket, buffer, 64)
+                pollSet.wait(for: ZMQ_POLLIN)
+                precondition(RawZMQ.receiveReady(pollSet.socket, buffer, 4096) == 64)
                 recorder.record(nanoseconds: Clock.now() &- start)
             }
             return recorder
@@ -112,62 +271,78 @@ final class FloorPingPong: LatencyContender {
         let client = client
         driver.run {
             var empty: UInt8 = 0
-            client.send(&empty, 0)
-            client.close()
+            RawZMQ.sendReady(client.value.socket, &empty, 0)
+        }
+        server.join()
+        driver.run {
+            RawZMQ.close(client.value.socket)
+            client.value.close()
         }
         driver.finish()
-        echoThread.join()
         RawZMQ.terminate(context)
     }
 }
 
-/// `floor` for `port-throughput-threads`: a DEALER sending 64-byte messages to a ROUTER
-/// whose thread sleeps in epoll and drains after each wake-up, placed as RunLoopKit's are.
+/// `port-throughput-threads`' floor: a sending thread's DEALER sends 64-byte messages with
+/// `ZMQ_DONTWAIT`, sleeping in epoll on its `ZMQ_FD` until `ZMQ_EVENTS` says `ZMQ_POLLOUT`
+/// whenever the queue is full; the receiving thread drains its ROUTER in epoll.
 final class FloorThroughput: RateContender {
     let name = "floor"
     private let context = RawZMQ.context()
     private let sender = CommandThread(cpu: Placement.sender)
-    private let receiver = CommandThread(cpu: Placement.receiver)
-    private let dealer: FloorSocket
-    private let router: FloorSocket
+    private let receiver: FloorServerThread
+    /// The sender's DEALER in its poll set; used on the sending thread only.
+    private let dealer: Confined<FloorPollSet>
+    private let expected = SharedCounter()
+    private let received = DispatchSemaphore(value: 0)
     private let messages: Int
 
     init(messages: Int) {
         self.messages = messages
-        let context = context
-        let endpoint = "inproc://runloopkit-bench.floor-throughput"
-        // RunLoopKit's queue bounds: 10,000 messages each way.
-        router = receiver.run { FloorSocket(RawZMQ.socket(context, ZMQ_ROUTER, bind: endpoint, highWaterMark: 10_000)) }
-        dealer = sender.run { FloorSocket(RawZMQ.socket(context, ZMQ_DEALER, connect: endpoint, highWaterMark: 10_000)) }
+        let (context, expected, received) = (context, expected, received)
+        let endpoint = "inproc://runloopkit-bench.floor.throughput"
+        receiver = FloorServerThread(context: context, endpoint: endpoint, cpu: Placement.receiver) {
+            var count = 0
+            return .init(handle: { _, _, _, _, _ in
+                count += 1
+                if count == expected.load() {
+                    count = 0
+                    received.signal()
+                }
+            })
+        }
+        dealer = Confined(sender.run { FloorPollSet(watching: RawZMQ.floorDealer(context, connect: endpoint)) })
     }
 
     func measureRate() -> Double {
-        let (dealer, router, messages) = (dealer, router, messages)
+        let (dealer, messages) = (dealer, messages)
+        expected.store(messages)
         let start = Clock.now()
-        receiver.start {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 16)
-            defer { buffer.deallocate() }
-            for _ in 0..<messages {
-                _ = router.receive(buffer, 256) // the sender's routing id
-                _ = router.receive(buffer, 256)
-            }
-        }
         sender.run {
+            let pollSet = dealer.value
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
-            for _ in 0..<messages { dealer.send(buffer, 64) }
+            for _ in 0..<messages {
+                while !RawZMQ.sendNow(pollSet.socket, buffer, 64) { pollSet.wait(for: ZMQ_POLLOUT) }
+            }
         }
-        receiver.wait()
+        received.wait()
         return Double(messages) / Clock.seconds(since: start)
     }
 
     func finish() {
-        let (dealer, router) = (dealer, router)
-        sender.run { dealer.close() }
-        receiver.run { router.close() }
+        let dealer = dealer
+        sender.run {
+            var empty: UInt8 = 0
+            while !RawZMQ.sendNow(dealer.value.socket, &empty, 0) { dealer.value.wait(for: ZMQ_POLLOUT) }
+        }
+        receiver.join()
+        sender.run {
+            RawZMQ.close(dealer.value.socket)
+            dealer.value.close()
+        }
         sender.finish()
-        receiver.finish()
         RawZMQ.terminate(context)
     }
 }

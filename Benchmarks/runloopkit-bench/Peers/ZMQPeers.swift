@@ -22,14 +22,10 @@ enum RawZMQ {
 
     /// A socket bound (`bind`) or connected to `endpoint`, with a short linger.
     static func socket(_ context: ZMQHandle, _ type: Int32, bind endpoint: String? = nil,
-                       connect target: String? = nil, highWaterMark: Int32? = nil) -> ZMQHandle {
+                       connect target: String? = nil) -> ZMQHandle {
         guard let socket = zmq_socket(context.raw, type) else { fatalError("zmq_socket: \(errorText)") }
         var linger: Int32 = 100
         zmq_setsockopt(socket, ZMQ_LINGER, &linger, MemoryLayout<Int32>.size)
-        if var highWaterMark {
-            zmq_setsockopt(socket, ZMQ_SNDHWM, &highWaterMark, MemoryLayout<Int32>.size)
-            zmq_setsockopt(socket, ZMQ_RCVHWM, &highWaterMark, MemoryLayout<Int32>.size)
-        }
         if let endpoint, zmq_bind(socket, endpoint) != 0 { fatalError("zmq_bind \(endpoint): \(errorText)") }
         if let target, zmq_connect(socket, target) != 0 { fatalError("zmq_connect \(target): \(errorText)") }
         return ZMQHandle(raw: socket)

@@ -1,16 +1,38 @@
 import Foundation
 
 /// The JSON results: `{"cases":[{"name":…,"metric":…,"lower_is_better":…,"runloopkit":…,
-/// "peers":{…}}, …]}`, one entry per case and metric, keys in that order.
+/// "peers":{…}}, …]}`, one entry per case and metric, keys in that order. With
+/// `--repeat N` (N > 1) the document starts with `"runs": N`, the figures are the medians,
+/// and each entry gains `"runloopkit_spread"`, `"peer_spreads"` and `"ratios"` (by peer),
+/// each spread `{"median":…,"min":…,"max":…}`, and `"met"` (by target, from the medians).
 enum JSONReport {
     static func render(_ outcomes: [CaseOutcome]) -> String {
-        let entries = outcomes.flatMap(\.metrics).map { metric in
+        let metrics = outcomes.flatMap(\.metrics)
+        let entries = metrics.map { metric in
             let peers = metric.peers.map { "\(string($0.name)): \(number($0.value))" }.joined(separator: ", ")
-            return "    {\"name\": \(string(metric.caseName)), \"metric\": \(string(metric.metric)), "
+            var entry = "    {\"name\": \(string(metric.caseName)), \"metric\": \(string(metric.metric)), "
                 + "\"lower_is_better\": \(metric.lowerIsBetter), \"runloopkit\": \(number(metric.runloopkit)), "
-                + "\"peers\": {\(peers)}}"
+                + "\"peers\": {\(peers)}"
+            if let repeated = metric.repeated {
+                func spreads(_ byPeer: [String: Spread]) -> String {
+                    metric.peers.compactMap { peer in byPeer[peer.name].map { "\(string(peer.name)): \(spread($0))" } }
+                        .joined(separator: ", ")
+                }
+                let verdicts = metric.verdicts.map { verdict in
+                    "\(string(verdict.target.description(unit: metric.unit))): \(verdict.met.map { "\($0)" } ?? "null")"
+                }
+                entry += ",\n     \"runloopkit_spread\": \(repeated.runloopkit.map(spread) ?? "null"), "
+                    + "\"peer_spreads\": {\(spreads(repeated.peers))},\n     \"ratios\": {\(spreads(repeated.ratios))}, "
+                    + "\"met\": {\(verdicts.joined(separator: ", "))}"
+            }
+            return entry + "}"
         }
-        return "{\"cases\": [\n" + entries.joined(separator: ",\n") + "\n]}\n"
+        let runs = metrics.lazy.compactMap(\.repeated?.runs).first.map { "\"runs\": \($0), " } ?? ""
+        return "{\(runs)\"cases\": [\n" + entries.joined(separator: ",\n") + "\n]}\n"
+    }
+
+    static func spread(_ spread: Spread) -> String {
+        "{\"median\": \(number(spread.median)), \"min\": \(number(spread.min)), \"max\": \(number(spread.max))}"
     }
 
     /// A JSON number with up to four decimals; non-finite figures (a failed measurement) as null.

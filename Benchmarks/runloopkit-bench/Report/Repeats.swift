@@ -1,70 +1,43 @@
-/// The targets over several runs of the same cases in one invocation (`--repeat N`): for
-/// each target, the figure it compares (a ratio to its peer, or RunLoopKit's own value)
-/// in every run, their median and spread. A target is met when the median meets it: a
-/// single run's ratio moves by a third on a shared 2-vCPU machine.
+/// `--repeat N`: the outcomes of N runs of the same cases folded into one outcome per case,
+/// whose figures are the medians over the runs and whose `repeated` fields hold the
+/// spreads (min–max). A ratio's median is the median of the runs' own ratios, each
+/// RunLoopKit's figure ÷ the peer's from the same run.
 enum Repeats {
-    struct Row {
-        let caseName: String
-        let metric: String
-        let target: Target
-        let unit: String
-        /// One figure per run that had it: the ratio for a ratio target, else the value.
-        let figures: [Double]
-
-        var median: Double {
-            let sorted = figures.sorted()
-            guard !sorted.isEmpty else { return .nan }
-            let middle = sorted.count / 2
-            return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-        }
-
-        var isMet: Bool? {
-            let median = median
-            guard !median.isNaN else { return nil }
-            switch target {
-            case .atMostTimes(let factor, _): return median <= factor
-            case .atLeastTimes(let factor, _): return median >= factor
-            case .atMost(let limit): return median <= limit
-            }
-        }
-    }
-
-    /// The rows of every target of `runs` (each run: the outcomes of the selected cases).
-    static func rows(_ runs: [[CaseOutcome]]) -> [Row] {
+    /// Folds `runs` (each the outcomes of one run, the same cases in the same order). The
+    /// chart keeps the last run's distributions; notes and set-up facts are the first run's.
+    static func combine(_ runs: [[CaseOutcome]]) -> [CaseOutcome] {
         guard let first = runs.first else { return [] }
-        var rows: [Row] = []
-        for (caseIndex, outcome) in first.enumerated() {
-            for (metricIndex, metric) in outcome.metrics.enumerated() {
-                for target in metric.targets {
-                    let figures = runs.compactMap { run -> Double? in
-                        guard caseIndex < run.count, metricIndex < run[caseIndex].metrics.count else { return nil }
-                        let result = run[caseIndex].metrics[metricIndex]
-                        let figure = target.peer.map { result.ratio(to: $0) } ?? result.runloopkit
-                        return figure.flatMap { $0.isNaN ? nil : $0 }
-                    }
-                    rows.append(Row(caseName: outcome.name, metric: metric.metric, target: target,
-                                    unit: metric.unit, figures: figures))
-                }
+        guard runs.count > 1 else { return first }
+        return first.map { template in
+            let outcomes = runs.compactMap { run in run.first { $0.name == template.name } }
+            var combined = template
+            combined.metrics = template.metrics.map { metric in
+                let samples = outcomes.compactMap { outcome in outcome.metrics.first { $0.metric == metric.metric } }
+                return fold(metric, samples, runs: runs.count)
             }
+            combined.distributions = outcomes.last?.distributions ?? template.distributions
+            combined.seconds = outcomes.reduce(0) { $0 + $1.seconds }
+            return combined
         }
-        return rows
     }
 
-    /// The table printed after the runs.
-    static func text(_ runs: [[CaseOutcome]]) -> String {
-        let rows = rows(runs)
-        var lines = ["", "Over \(runs.count) runs: each target's figure (ratio to its peer, or value), median [min–max]; met when the median is."]
-        for row in rows {
-            let figures = row.figures.sorted()
-            let spread = figures.isEmpty ? "—" : "\(Format.ratio(figures.first!))–\(Format.ratio(figures.last!))"
-            let verdict = row.isMet.map { $0 ? "met" : "MISSED" } ?? "n/a"
-            lines.append("\(row.caseName.padding(toLength: 24, withPad: " ", startingAt: 0)) "
-                         + "\(row.metric.padding(toLength: 12, withPad: " ", startingAt: 0)) "
-                         + "\(row.target.description(unit: row.unit).padding(toLength: 28, withPad: " ", startingAt: 0)) "
-                         + "median \(Format.ratio(row.median)) [\(spread)]  \(verdict)")
+    /// One metric over the runs: the medians as its figures, the spreads beside them.
+    private static func fold(_ metric: MetricResult, _ samples: [MetricResult], runs: Int) -> MetricResult {
+        let runloopkit = Spread(samples.map(\.runloopkit))
+        var peers: [String: Spread] = [:]
+        var ratios: [String: Spread] = [:]
+        for peer in metric.peers {
+            peers[peer.name] = Spread(samples.map { $0.value(of: peer.name) ?? .nan })
+            ratios[peer.name] = Spread(samples.map { sample in
+                guard let other = sample.value(of: peer.name), other != 0 else { return .nan }
+                return sample.runloopkit / other
+            })
         }
-        let met = rows.filter { $0.isMet == true }.count
-        lines.append("Targets met (median of \(runs.count)): \(met) of \(rows.count).")
-        return lines.joined(separator: "\n")
+        var folded = MetricResult(caseName: metric.caseName, metric: metric.metric, unit: metric.unit,
+                                  lowerIsBetter: metric.lowerIsBetter, runloopkit: runloopkit?.median ?? .nan,
+                                  peers: metric.peers.map { PeerValue(name: $0.name, value: peers[$0.name]?.median ?? .nan) },
+                                  targets: metric.targets)
+        folded.repeated = RepeatedFigures(runs: runs, runloopkit: runloopkit, peers: peers, ratios: ratios)
+        return folded
     }
 }

@@ -31,9 +31,18 @@ enum Target: Sendable {
         }
     }
 
-    /// Whether `metric` meets the target; nil when the figure it needs is missing.
+    /// Whether `metric` meets the target; nil when the figure it needs is missing. With
+    /// `--repeat`, a ratio target is met when the median of the runs' ratios meets it.
     func isMet(by metric: MetricResult) -> Bool? {
         guard !metric.runloopkit.isNaN else { return nil }
+        if let repeated = metric.repeated, let peer {
+            guard let ratio = repeated.ratios[peer]?.median else { return nil }
+            switch self {
+            case .atMostTimes(let factor, _): return ratio <= factor
+            case .atLeastTimes(let factor, _): return ratio >= factor
+            case .atMost: break
+            }
+        }
         switch self {
         case .atMostTimes(let factor, let peer):
             guard let other = metric.value(of: peer), !other.isNaN else { return nil }
@@ -58,6 +67,8 @@ struct MetricResult: Sendable {
     let runloopkit: Double
     let peers: [PeerValue]
     let targets: [Target]
+    /// With `--repeat N` (N > 1): the spreads over the runs, whose medians are the figures above.
+    var repeated: RepeatedFigures?
 
     init(caseName: String, metric: String, unit: String, lowerIsBetter: Bool, runloopkit: Double,
          peers: [PeerValue] = [], targets: [Target] = []) {
@@ -72,14 +83,42 @@ struct MetricResult: Sendable {
 
     func value(of peer: String) -> Double? { peers.first { $0.name == peer }?.value }
 
-    /// RunLoopKit's figure ÷ the peer's.
+    /// RunLoopKit's figure ÷ the peer's; with `--repeat`, the median of the runs' ratios.
     func ratio(to peer: String) -> Double? {
+        if let repeated { return repeated.ratios[peer]?.median }
         guard let other = value(of: peer), other != 0 else { return nil }
         return runloopkit / other
     }
 
     /// Targets met and missed, for the summary.
     var verdicts: [(target: Target, met: Bool?)] { targets.map { ($0, $0.isMet(by: self)) } }
+}
+
+/// The median and the extremes of one figure over the runs of `--repeat`.
+struct Spread: Sendable {
+    let median: Double
+    let min: Double
+    let max: Double
+
+    /// The spread of the finite values among `values`; nil when there is none.
+    init?(_ values: [Double]) {
+        let finite = values.filter(\.isFinite)
+        guard let low = finite.min(), let high = finite.max() else { return nil }
+        median = Harness.median(finite)
+        min = low
+        max = high
+    }
+}
+
+/// One metric's figures over the N runs of `--repeat N`: RunLoopKit's, each peer's, and
+/// each ratio (RunLoopKit ÷ peer, taken run by run, so that a run's noise falls on both).
+struct RepeatedFigures: Sendable {
+    let runs: Int
+    let runloopkit: Spread?
+    /// By peer name.
+    let peers: [String: Spread]
+    /// By peer name: the ratios of the runs, RunLoopKit ÷ that peer.
+    let ratios: [String: Spread]
 }
 
 /// A latency distribution to chart: RunLoopKit's or a peer's.

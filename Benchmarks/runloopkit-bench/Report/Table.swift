@@ -23,13 +23,16 @@ enum Table {
                     let target = targets.map { $0.description(unit: metric.unit) }.joined(separator: "; ")
                     let met = targets.map { verdict($0.isMet(by: metric)) }.joined(separator: "; ")
                     let first = lineIndex == 0
+                    let repeated = metric.repeated
                     rows.append(Row(cells: [
                         first && metricIndex == 0 ? outcome.name : "",
                         first ? metric.metric : "",
-                        first ? Format.value(metric.runloopkit) + unit : "",
+                        first ? Format.value(metric.runloopkit) + unit + range(repeated?.runloopkit, Format.value) : "",
                         peer?.name ?? "—",
-                        peer.map { Format.value($0.value) + unit } ?? "",
-                        peer.flatMap { metric.ratio(to: $0.name) }.map(Format.ratio) ?? "",
+                        peer.map { Format.value($0.value) + unit + range(repeated?.peers[$0.name], Format.value) } ?? "",
+                        peer.flatMap { peer in
+                            metric.ratio(to: peer.name).map { Format.ratio($0) + range(repeated?.ratios[peer.name], Format.ratio) }
+                        } ?? "",
                         target.isEmpty ? "" : target,
                         met,
                     ]))
@@ -37,6 +40,12 @@ enum Table {
             }
         }
         return rows
+    }
+
+    /// " (min–max)" of a figure repeated over runs; nothing for a single run.
+    static func range(_ spread: Spread?, _ format: (Double) -> String) -> String {
+        guard let spread else { return "" }
+        return " (\(format(spread.min))–\(format(spread.max)))"
     }
 
     static func verdict(_ met: Bool?) -> String {
@@ -112,7 +121,9 @@ enum Table {
 
     private static func footer(_ outcomes: [CaseOutcome]) -> [String] {
         let tally = tally(outcomes)
-        var lines = ["Targets met: \(tally.met) of \(tally.total)."]
+        let runs = outcomes.lazy.flatMap(\.metrics).compactMap(\.repeated?.runs).first
+        var lines = ["Targets met: \(tally.met) of \(tally.total)"
+                     + (runs.map { ", each by the median of \($0) runs; figures are medians (min–max)." } ?? ".")]
         if !tally.missed.isEmpty {
             lines.append("Missed:")
             lines += tally.missed.map { "  \($0)" }

@@ -12,6 +12,26 @@ enum System {
         return ns(usage.ru_utime) + ns(usage.ru_stime)
     }
 
+    /// CPU time (user + system) of the whole process, in nanoseconds (`CLOCK_PROCESS_CPUTIME_ID`).
+    static func processCPUTime() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &spec)
+        return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+    }
+
+    /// How many descriptors the process has open (the entries of /proc/self/fd, less the
+    /// one the listing itself opens).
+    static func openDescriptors() -> Int {
+        guard let directory = opendir("/proc/self/fd") else { return -1 }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { count += 1 }
+        }
+        return count - 1
+    }
+
     /// The resident set size of the process, in bytes (`VmRSS` in /proc/self/status).
     static func residentBytes() -> UInt64 {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
