@@ -15,7 +15,7 @@ import RunLoopZMQ
 ///         func poll() { precondition(worker.isCurrent) /* on the worker's thread */ }
 ///     }
 ///
-/// Get one with ``ThreadRunLoop/executor(modes:)`` or ``WorkerThread/executor``: a loop has
+/// Get one with ``RunLoopCore/ThreadRunLoop/executor(modes:)`` or ``WorkerThread/executor``: a loop has
 /// one executor per set of modes, so every actor pinned to a worker shares one executor
 /// and calls between them need no hop.
 ///
