@@ -1,4 +1,3 @@
-import RunLoopSystem
 import Synchronization
 
 /// A custom input source (the guide's version-0 `CFRunLoopSource`): a client signals it

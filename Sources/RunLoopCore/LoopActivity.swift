@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// The points of a run-loop pass that observers can be told of (`CFRunLoopActivity`).
 public struct LoopActivity: OptionSet, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: UInt32

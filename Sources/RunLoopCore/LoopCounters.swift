@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// What a run loop has done since it was created: a value read from `LoopSnapshot`.
 ///
 /// The loop keeps these as plain integers, bumped on its own thread (one add each), so

@@ -1,4 +1,5 @@
 import RunLoopSystem
+
 /// A run loop's counters and metrics, bumped from the pass. Loop thread only.
 ///
 /// The counters are plain integers. The metrics exist only if a backend was bootstrapped

@@ -1,4 +1,3 @@
-import RunLoopSystem
 import CoreMetrics
 
 /// A run loop's swift-metrics objects, made once when the loop is created and only when a

@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// The name of a run-loop mode: the set of sources, timers and observers a run services.
 ///
 /// A run loop runs in one mode at a time and services only that mode's items; events for

@@ -1,4 +1,3 @@
-import RunLoopSystem
 import Synchronization
 
 /// A run-loop observer (`CFRunLoopObserver`): told of the activities it asked for, in

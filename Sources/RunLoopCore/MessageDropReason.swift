@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// Why a run loop's port dropped a message rather than deliver it: the categories of
 /// `LoopCounters.messagesDropped` and of the `reason` dimension of the drop metric.
 ///

@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// One item of a run-loop mode.
 package enum LoopItem {
     case source(InputSource)

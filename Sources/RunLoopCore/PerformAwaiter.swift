@@ -1,4 +1,5 @@
 import RunLoopSystem
+
 /// One task awaiting the result of a perform request (the async forms of `performAndWait`
 /// and `WorkerThread.sync`): the request's closure resumes the task with the work's result
 /// on the loop's thread, so no thread blocks while the task waits.

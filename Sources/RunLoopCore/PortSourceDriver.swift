@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// What the run loop needs of a port-based input source: a descriptor for the poll set
 /// and a way to confirm and take one message.
 ///

@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// The port sources of one loop: their poll-set registrations and the queue of ports
 /// known to hold a message. Loop thread only.
 ///

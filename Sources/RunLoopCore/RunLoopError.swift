@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// Errors of handing work to a loop's thread: a run loop's, a worker's, a pool's or the
 /// main loop's perform calls.
 ///

@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// Why a run of the loop returned (`CFRunLoopRunResult`).
 public enum RunResult: Sendable, Hashable, CustomStringConvertible {
     /// The mode had no sources or timers (at entry, or once they were gone).

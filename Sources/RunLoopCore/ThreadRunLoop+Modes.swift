@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// Adding and removing sources, ports, timers and observers, and the common-modes set.
 /// All of it on the loop's own thread.
 extension ThreadRunLoop {

@@ -1,4 +1,3 @@
-import RunLoopSystem
 /// Perform requests: closures run on a loop's thread (the guide's Table 3-2).
 extension ThreadRunLoop {
     /// Queues `work` to run on this loop's thread in its next pass in one of `modes`, and

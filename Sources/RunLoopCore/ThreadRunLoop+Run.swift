@@ -1,4 +1,5 @@
 import RunLoopSystem
+
 /// Running the loop: the run variants and the pass, which follows the guide's sequence
 /// of events step by step. Loop thread only.
 extension ThreadRunLoop {

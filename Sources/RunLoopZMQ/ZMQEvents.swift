@@ -1,4 +1,3 @@
-import RunLoopSystem
 import CZeroMQ
 
 /// The readiness of a ZeroMQ socket: the `ZMQ_EVENTS` option and `zmq_poll`'s events.

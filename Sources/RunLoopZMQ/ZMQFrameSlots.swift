@@ -1,4 +1,3 @@
-import RunLoopSystem
 import CZeroMQ
 
 /// The `zmq_msg_t`s one socket receives a multipart message into, one per frame, kept

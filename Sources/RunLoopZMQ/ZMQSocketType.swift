@@ -1,4 +1,3 @@
-import RunLoopSystem
 import CZeroMQ
 
 /// A ZeroMQ socket type, the `type` argument of `zmq_socket`.

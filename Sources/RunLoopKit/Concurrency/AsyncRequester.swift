@@ -1,7 +1,5 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Glibc
 
 /// The per-process thread behind `RemotePort.request`: it sends the requests, receives

@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// A serial executor whose jobs run on a run loop's thread, in the modes it was made for:
 /// pin an actor to a loop with it, and the actor's methods run on that thread, interleaved
 /// with the loop's timers, sources and port messages.

@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The executors of every loop, one per loop and set of modes, so that all the actors
 /// pinned to a loop share one executor (and call each other without a hop), and so that
 /// `worker.executor` is safe to call from an actor's `unownedExecutor`.

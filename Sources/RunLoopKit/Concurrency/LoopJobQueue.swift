@@ -1,7 +1,5 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Dispatch
 
 /// The jobs of a `LoopExecutor` (and of its `LoopTaskExecutor`): a lock-protected FIFO

@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 /// A ``LoopExecutor``'s jobs queue as a `TaskExecutor`: tasks that prefer it run their
 /// nonisolated code on the loop's thread, in the executor's modes and FIFO order.
 ///

@@ -1,7 +1,5 @@
-import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// A message stream's buffer, between the port's handler (on the port's owner thread) and
 /// the consumer (any thread): the messages not yet taken, the waiting consumer, and whether
 /// the port is paused out of its modes. See `PortMessageStream` for the policy.

@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 /// A port's messages as an `AsyncSequence`, for code that prefers `for await` to a handler:
 ///
 ///     let port = try LocalPort()                     // on its owner thread, in its loop's modes

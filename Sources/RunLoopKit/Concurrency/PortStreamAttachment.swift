@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The owner-thread side of a message stream: installs the stream as the port's handler,
 /// pauses the port when the buffer fills and resumes it, and detaches the stream when its
 /// consumer stops. Pausing keeps the port in its modes (so they never look empty): its

@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// One asynchronous request in flight (`RemotePort.request`): its parameters, and the
 /// awaiting task's continuation, resumed exactly once by whichever comes first: the reply,
 /// the receive timeout or a send error (on the requester's thread), or the task's

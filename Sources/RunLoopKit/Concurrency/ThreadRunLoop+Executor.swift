@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Pinning Swift concurrency to a run loop: the loop's executors.
 extension ThreadRunLoop {
     /// The loop's serial executor for `modes`, created on first use and the same object on

@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// What a run loop holds and has done, at one moment: its modes and, per mode, its
 /// sources, ports, timers and observers, with the loop's counters (`CFRunLoop`'s
 /// description, as a value).

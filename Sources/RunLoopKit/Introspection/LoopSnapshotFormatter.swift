@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The text of a `LoopSnapshot`, in the spirit of `CFRunLoop`'s description: one line per
 /// item, under its mode, each item with its identity, so that every item added shows.
 struct LoopSnapshotFormatter {

@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Introspection: a loop's items and counters as a value.
 extension ThreadRunLoop {
     /// The loop's modes, items and counters now. Loop thread only (it reads what only

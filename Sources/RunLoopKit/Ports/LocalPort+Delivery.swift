@@ -1,7 +1,6 @@
 import RunLoopCore
-import RunLoopSystem
 import RunLoopWire
-import RunLoopZMQ
+
 /// Receiving: the port as a port-based input source of its owner's run loop.
 extension LocalPort: PortSourceDriver {
     /// `ZMQ_EVENTS` says a message can be received now.

@@ -1,7 +1,5 @@
-import RunLoopCore
-import RunLoopSystem
 import RunLoopWire
-import RunLoopZMQ
+
 /// A port message (`NSPortMessage` / `CFMessagePort`'s data): an id, components that are
 /// byte buffers or ports, and the port to reply to.
 public struct LoopMessage: Sendable, Equatable {

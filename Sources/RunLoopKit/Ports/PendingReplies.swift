@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The requests a thread waits on in `sendRequest`, with their replies once they came
 /// (`CFMessagePortSendRequest`'s reply mode).
 ///

@@ -1,7 +1,5 @@
-import RunLoopCore
-import RunLoopSystem
 import RunLoopWire
-import RunLoopZMQ
+
 /// Where a port receives: a ZeroMQ endpoint (`inproc://`, `ipc://` or `tcp://`).
 ///
 /// Port components of messages travel as these addresses; whoever receives one can send there.

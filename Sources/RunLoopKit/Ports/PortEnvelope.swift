@@ -1,7 +1,6 @@
 import RunLoopCore
-import RunLoopSystem
 import RunLoopWire
-import RunLoopZMQ
+
 /// A port message with what the wire adds to it: what it is for and, for request/reply,
 /// its correlation id. The sending path encodes one straight into a socket's frames and
 /// the receiving path decodes one straight from them (`WireCodec`), with no

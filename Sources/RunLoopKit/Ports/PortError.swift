@@ -1,7 +1,7 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
 import RunLoopZMQ
+
 /// Errors of port operations, and of the check-in that starts a pool.
 ///
 /// One of RunLoopKit's three error types, with `RunLoopError` (loops and workers) and

@@ -1,7 +1,5 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
 import RunLoopZMQ
+
 /// A CURVE key pair for a port that accepts tcp (or ipc) peers only when they know its
 /// public key, and encrypts their traffic (ZeroMQ's CURVE, from libzmq).
 ///

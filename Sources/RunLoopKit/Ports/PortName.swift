@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 /// Rules for port names, which become file names in the runtime directory.
 ///
 /// A name is 1 to 100 characters of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`,

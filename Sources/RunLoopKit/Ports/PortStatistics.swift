@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Synchronization
 
 /// Counters of a port's traffic. Any thread.

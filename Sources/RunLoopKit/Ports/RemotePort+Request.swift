@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Request and reply from a thread that waits for the reply (`CFMessagePortSendRequest`).
 extension RemotePort {
     /// Sends a request and waits for its reply (`CFMessagePortSendRequest`): the remote

@@ -1,7 +1,6 @@
-import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
 import RunLoopZMQ
+
 /// A port to send to (`CFMessagePortCreateRemote` / a remote `NSPort`): an address, from a
 /// local port, a name, or a port component of a received message.
 ///

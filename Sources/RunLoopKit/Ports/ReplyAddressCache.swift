@@ -1,7 +1,4 @@
-import RunLoopCore
-import RunLoopSystem
 import RunLoopWire
-import RunLoopZMQ
 import Glibc
 
 /// The last reply address a port validated, and the `RemotePort` made of it.

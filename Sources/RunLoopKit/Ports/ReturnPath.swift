@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 /// Where a request came in, so that its reply goes back the same way: the routing id that
 /// the port's ROUTER socket put before the request's frames, and whether the requester put
 /// an empty delimiter frame after it (a REQ socket does; a DEALER does not), which the

@@ -1,6 +1,5 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
 import RunLoopZMQ
 import Glibc
 

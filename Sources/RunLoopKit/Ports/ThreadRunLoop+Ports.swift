@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Port-based input sources on the loop. Loop thread only.
 extension ThreadRunLoop {
     /// Adds a port to `mode` (`addPort:forMode:`): its socket's descriptor joins the poll

@@ -1,7 +1,7 @@
-import RunLoopCore
 import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
+
 /// Sending a port message as a wire message (`docs/wire-format.md`), each frame straight
 /// from where its bytes already are: the header from a stack buffer, the reply address
 /// and port components from their strings' UTF-8, the data components from their arrays.

@@ -1,7 +1,4 @@
-import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Glibc
 
 /// The named ports of this user's runtime directory, as tools see them: every name with a

@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 /// A name in the runtime directory, as `PortRegistry` finds it: who holds it, if anyone.
 public struct RegisteredPortName: Sendable, Hashable {
     /// The port name (see `PortName`).

@@ -1,7 +1,6 @@
-import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
 import RunLoopZMQ
+
 /// Sending from a program about to exit.
 extension RemotePort {
     /// Sends `message` to another process's port and returns once libzmq has written it

@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Delayed performs handed to a loop from any thread, and their cancellation.
 ///
 /// `ThreadRunLoop.perform(after:)` adds a timer, so it belongs to the loop's thread; from

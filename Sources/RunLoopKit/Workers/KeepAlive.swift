@@ -1,7 +1,4 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Synchronization
 
 /// The input source that keeps a resident thread's run loop running, and ends that

@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The main thread's run loop for a command-line program: what `NSApplication`'s loop is
 /// for an app, `MainLoop.run()` is for a tool's `main.swift`.
 ///

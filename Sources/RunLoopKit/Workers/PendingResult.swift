@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The result of work queued on another thread, for the caller that waits for it
 /// (`performAndWait`).
 ///

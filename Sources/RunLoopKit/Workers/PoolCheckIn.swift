@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// The guide's check-in (Listings 3-12 to 3-15) as a pool starts: the creating thread
 /// owns a port; each worker, on its own thread, creates a port of its own, adds it to its
 /// loop and sends message 100 with that port as the reply port; the creator collects them.

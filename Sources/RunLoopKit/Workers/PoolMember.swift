@@ -1,7 +1,3 @@
-import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Synchronization
 
 /// One worker of a pool: its thread, the port it checked in with, and how much work it has.

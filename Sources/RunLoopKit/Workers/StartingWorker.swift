@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// A pool's worker between its start and its check-in: started without waiting for its
 /// set-up (which, on the worker's thread, creates its port, adds it to the worker's loop
 /// and checks in with it), so that a pool starts all its workers before it waits for any.

@@ -1,7 +1,5 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Dispatch
 
 /// What a worker's handle and its thread share: the lifecycle, the loop, and the gate

@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Handing work to a pool, with the run loop's verbs: each call goes to one worker, chosen
 /// by the pool's policy, and behaves as the same call on that `WorkerThread`. Any thread.
 extension WorkerPool {

@@ -1,7 +1,4 @@
-import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
 import Dispatch
 import Synchronization
 

@@ -1,7 +1,5 @@
 import RunLoopCore
-import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// Handing work to a worker, with the run loop's verbs (see `ThreadRunLoop`'s): `perform`,
 /// `performAndWait`, `perform(after:)`, `cancelPerformRequests(tagged:)` and the async
 /// `submit`, adding only that a stopping worker refuses work (`RunLoopError.stopped`).

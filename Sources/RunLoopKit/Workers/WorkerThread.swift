@@ -1,7 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
-import RunLoopWire
-import RunLoopZMQ
+
 /// A thread that stays alive on its run loop and runs the work handed to it: seed 003's
 /// resident network thread, done so that it can be stopped and leaks nothing.
 ///
