@@ -7,16 +7,6 @@ import Glibc
 @testable import RunLoopZMQ
 import XCTest
 
-/// Spawns `arguments` (a path and its arguments) with `posix_spawn`, so that nothing but
-/// the test reaps it (Foundation's `Process` would). Returns its pid.
-func spawnChild(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) -> pid_t {
-    var pid: pid_t = 0
-    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    XCTAssertEqual(posix_spawn(&pid, arguments[0], nil, nil, argv, environ), 0, file: file, line: line)
-    return pid
-}
-
 /// Child-process sources: a child's exit status, or the signal that ended it, on the loop's thread.
 final class ChildProcessSourceTests: XCTestCase {
     private let mode = LoopMode("ChildProcessSourceTests")

@@ -187,20 +187,21 @@ final class SoakTests: XCTestCase {
             })
             ticks += 1
             if ticks % 20 == 0 {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: toolBinary)
-                process.arguments = ["request", server.name, "--id", "5", "--data", "about to die"]
-                do {
-                    try process.run()
-                    server.victim.withLock { $0 = process.processIdentifier }
-                    process.waitUntilExit()
-                    if process.terminationReason == .uncaughtSignal { killed += 1 }
-                } catch { churnError = error }
+                // posix_spawn and waitpid, not Foundation's Process: its manager thread and
+                // per-child socket pair are Foundation's descriptors, not the churn's.
+                let pid = spawnChild([toolBinary, "request", server.name, "--id", "5", "--data", "about to die"])
+                guard pid > 0 else { return }
+                server.victim.withLock { $0 = pid }
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                server.victim.withLock { $0 = 0 }
+                if status & 0x7f != 0 && status & 0x7f != 0x7f { killed += 1 } // WIFSIGNALED
             }
         }
         loop.add(churn, to: .default)
         // What lives for the whole soak exists now: the churn must leave no descriptor behind.
         let descriptorsBefore = ProcessResources.measure().descriptors
+        let inventoryBefore = descriptorInventory()
         loop.run(until: .after(.seconds(Int64(seconds))))
         churn.invalidate()
         for sender in senders { sender.stop() }
@@ -208,7 +209,8 @@ final class SoakTests: XCTestCase {
         XCTAssertNil(churnError)
         let descriptorsAfter = openDescriptors(settlingAtMost: descriptorsBefore)
         XCTAssertLessThanOrEqual(descriptorsAfter, descriptorsBefore,
-                                 "the stopped workers, requester threads and killed requester processes left nothing behind")
+                                 "the stopped workers, requester threads and killed requester processes left nothing behind; new: "
+                                 + describeNewDescriptors(before: inventoryBefore, after: descriptorInventory()))
 
         // Every message a hub accepted must arrive there, exactly once, in order.
         let everyone = retired + senders

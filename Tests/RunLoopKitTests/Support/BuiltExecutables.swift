@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Glibc
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
@@ -23,6 +24,16 @@ func builtExecutable(_ name: String, file: StaticString = #filePath, line: UInt 
         XCTFail("\(name) is not built next to the tests", file: file, line: line)
     }
     throw XCTSkip("\(name) is not built: run `swift build` first")
+}
+
+/// Spawns `arguments` (a path and its arguments) with `posix_spawn`, so that nothing but
+/// the test reaps it (Foundation's `Process` would). Returns its pid.
+func spawnChild(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) -> pid_t {
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for argument in argv { free(argument) } }
+    XCTAssertEqual(posix_spawn(&pid, arguments[0], nil, nil, argv, environ), 0, file: file, line: line)
+    return pid
 }
 
 /// How a run of a built executable ended, and what it printed.

@@ -57,6 +57,51 @@ func openDescriptors(settlingAtMost limit: Int, within: Duration = .seconds(10))
     settled(atMost: limit, within: within) { ProcessResources.measure().descriptors }
 }
 
+/// What each open descriptor is (`/proc/self/fd`), by number: "eventfd", "eventpoll",
+/// "timerfd", "pidfd", "signalfd", "pipe", a unix socket with its path, another socket,
+/// or a file's path. A descriptor count that did not settle is explained by
+/// the difference between two of these.
+func descriptorInventory() -> [Int32: String] {
+    let unixPaths = unixSocketPaths()
+    var inventory: [Int32: String] = [:]
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+        guard let number = Int32(entry),
+              let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)") else { continue }
+        if target.hasPrefix("anon_inode:") {
+            inventory[number] = String(target.dropFirst("anon_inode:".count)).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        } else if target.hasPrefix("socket:[") {
+            let inode = String(target.dropFirst("socket:[".count).dropLast())
+            inventory[number] = unixPaths[inode].map { $0.isEmpty ? "unix (unnamed)" : "unix \($0)" } ?? "socket (not unix)"
+        } else if target.hasPrefix("pipe:") {
+            inventory[number] = "pipe"
+        } else {
+            inventory[number] = target
+        }
+    }
+    return inventory
+}
+
+/// The descriptors in `after` that are not in `before`, counted by kind, most first:
+/// "12 × eventfd, 4 × unix /run/…/port.sock".
+func describeNewDescriptors(before: [Int32: String], after: [Int32: String]) -> String {
+    var kinds: [String: Int] = [:]
+    for (number, kind) in after where before[number] != kind { kinds[kind, default: 0] += 1 }
+    return kinds.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")
+}
+
+/// Unix sockets by inode, with their path ("" for an unnamed one), from `/proc/net/unix`.
+private func unixSocketPaths() -> [String: String] {
+    var paths: [String: String] = [:]
+    let table = (try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8)) ?? ""
+    for line in table.split(separator: "\n").dropFirst() {
+        // Num RefCount Protocol Flags Type St Inode [Path]
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count >= 7 else { continue }
+        paths[String(fields[6])] = fields.count > 7 ? String(fields[7]) : ""
+    }
+    return paths
+}
+
 /// The process's threads once they have come down to at most `limit` (or the count after
 /// `within`): a joined thread is still listed in `/proc` until the kernel has finished
 /// its exit, a moment after `pthread_join` returned.
