@@ -34,8 +34,10 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
 
     /// Sends `message`, waiting at most `timeout` for the peer to take it
     /// (`sendBeforeDate:`). Throws `sendTimedOut` if it does not: nothing is dropped silently.
+    /// The timeout counts from the moment the message could not be queued at once, so a
+    /// send that queues at once reads no clock.
     public func send(_ message: LoopMessage, timeout: Duration = .seconds(5)) throws(PortError) {
-        try send(message, before: .after(timeout))
+        try ThreadPortState.current.send(PortEnvelope(.message, message), to: self, within: timeout)
     }
 
     public func send(_ message: LoopMessage, before deadline: Deadline) throws(PortError) {

@@ -65,10 +65,26 @@ final class ThreadPortState {
     /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
     @discardableResult
     func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
+        try send(envelope, to: destination) { deadline }
+    }
+
+    /// Sends a message as `send(_:to:before:)` does, waiting at most `timeout` once it
+    /// could not be queued at once: a message queued at once reads no clock.
+    @discardableResult
+    func send(_ envelope: PortEnvelope, to destination: RemotePort, within timeout: Duration) throws(PortError) -> PortConnection {
+        try send(envelope, to: destination) { .after(timeout) }
+    }
+
+    private func send(_ envelope: PortEnvelope, to destination: RemotePort,
+                      deadline: () -> Deadline) throws(PortError) -> PortConnection {
         let connection = try connection(to: destination)
-        if try !asPortError({ () throws(SystemCallError) in try connection.socket.send(envelope, dontWait: true) }) {
-            try waitAndSend(envelope, on: connection, before: deadline)
+        let queued: Bool
+        do {
+            queued = try connection.socket.send(envelope, dontWait: true)
+        } catch {
+            throw .system(error)
         }
+        if !queued { try waitAndSend(envelope, on: connection, before: deadline()) }
         connection.loop?.sentOnPortSource(connection)
         return connection
     }

@@ -24,22 +24,29 @@ extension ZMQSocket {
             if returnPath.hasDelimiter { try sendFrame([], more: true) }
             return try send(envelope, dontWait: false)
         }
-        let message = envelope.message
-        let components = message.components
+        // The envelope is only read, field by field, and the closures below capture only
+        // what they need: capturing the envelope, or taking a copy of it or of its message,
+        // costs a retain and a release of each of their references per message.
+        let components = envelope.message.components
+        let (kind, messageID, correlationID) = (envelope.kind, envelope.message.id, envelope.correlationID)
         let headerSize = WireCodec.headerSize(componentCount: components.count)
         let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
             WireCodec.writeHeader(
-                kind: envelope.kind, messageID: message.id, correlationID: envelope.correlationID,
+                kind: kind, messageID: messageID, correlationID: correlationID,
                 componentCount: components.count,
                 componentKind: { if case .port = components[$0] { WireCodec.portKind } else { WireCodec.dataKind } },
                 into: header)
             return Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
         }
         guard try headerAccepted.get() else { return false } // nothing was queued
-        try sendFrame(utf8Of: message.replyPort?.address.rawValue ?? "", more: !components.isEmpty)
-        for (index, component) in components.enumerated() {
+        if let replyPort = envelope.message.replyPort {
+            try sendFrame(utf8Of: replyPort.address.rawValue, more: !components.isEmpty)
+        } else {
+            _ = try sendFrame(UnsafeRawBufferPointer(start: nil, count: 0), more: !components.isEmpty, dontWait: false)
+        }
+        for index in components.indices {
             let more = index != components.count - 1
-            switch component {
+            switch components[index] {
             case .data(let bytes): try sendFrame(bytes, more: more)
             case .port(let port): try sendFrame(utf8Of: port.address.rawValue, more: more)
             }
