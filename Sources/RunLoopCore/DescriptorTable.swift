@@ -34,19 +34,21 @@ struct DescriptorTable {
         let descriptor: Int32
         let token: UInt64
         let client: Client
+        // Loop thread only, like the table: no run-time exclusivity checks (about a
+        // hundred instructions each, on every wake-up).
         /// The events the poll set watches for now; 0 when the descriptor is not in it.
-        var registeredEvents: UInt32 = 0
+        @exclusivity(unchecked) var registeredEvents: UInt32 = 0
         /// For ports: paused (by a message stream's back-pressure) — wants nothing.
-        var isPaused = false
+        @exclusivity(unchecked) var isPaused = false
         /// For sources: how many of the loop's modes hold it.
-        var modeCount = 0
+        @exclusivity(unchecked) var modeCount = 0
         /// Events the last wait reported, not yet handed out (sources and the main queue).
-        var readyEvents: UInt32 = 0
+        @exclusivity(unchecked) var readyEvents: UInt32 = 0
         /// Why the poll set refused the descriptor, to be told in step 9.
-        var lostError: SystemCallError?
+        @exclusivity(unchecked) var lostError: SystemCallError?
         /// Whether it is in `changed` / in `ready`, so queueing never searches.
-        var isChanged = false
-        var isReady = false
+        @exclusivity(unchecked) var isChanged = false
+        @exclusivity(unchecked) var isReady = false
 
         init(descriptor: Int32, token: UInt64, client: Client) {
             self.descriptor = descriptor

@@ -31,10 +31,12 @@ package final class Poller: @unchecked Sendable {
     /// deinit). Wakers read it only after seeing `sleepingInPollSet`, which the loop sets
     /// (releasing) after making it.
     private var pollSet: PollSet?
+    // Loop thread only, so without run-time exclusivity checks (the wait passes both
+    // inout on every sleep: about a hundred instructions each).
     /// Whether `epoll_pwait2` exists on this kernel; loop thread only.
-    private var preciseWaitAvailable = true
+    @exclusivity(unchecked) private var preciseWaitAvailable = true
     /// Reused buffer of ready events, allocated with the poll set; loop thread only.
-    private var events: [epoll_event] = []
+    @exclusivity(unchecked) private var events: [epoll_event] = []
     /// Wakes the poll set for far deadlines; made on first use, loop thread only.
     private var farDeadlineTimer: FarDeadlineTimer?
 

@@ -16,11 +16,13 @@ struct PortSourceTable {
         /// Its descriptor's place in the loop's `DescriptorTable`.
         let registration: DescriptorTable.Registration
         var token: UInt64 { registration.token }
-        var modeCount = 1
+        // Loop thread only, like the table: no run-time exclusivity checks (about a
+        // hundred instructions each, on every wake-up and message).
+        @exclusivity(unchecked) var modeCount = 1
         /// Whether the entry is in `ready`, so queueing never searches the queue.
-        var isQueued = false
+        @exclusivity(unchecked) var isQueued = false
         /// False once the port has left the loop (while its message was being delivered, say).
-        var isRegistered = true
+        @exclusivity(unchecked) var isRegistered = true
 
         init(port: any PortSourceDriver, registration: DescriptorTable.Registration) {
             self.port = port

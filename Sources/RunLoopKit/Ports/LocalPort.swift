@@ -27,12 +27,13 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     public typealias Handler = (LoopMessage) throws -> LoopMessage?
 
     /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.
-    public var handler: Handler?
+    /// (Owner thread only, so without run-time exclusivity checks: read for every message.)
+    @exclusivity(unchecked) public var handler: Handler?
 
     /// Told of every error a handler throws, on the owner thread. Without it, each such
     /// error is logged as a warning on `runloopkit.port`, the only way a program would learn
     /// of it. Counted in `statistics.handlerErrors` either way.
-    public var handlerErrorHandler: ((any Error, LoopMessage) -> Void)?
+    @exclusivity(unchecked) public var handlerErrorHandler: ((any Error, LoopMessage) -> Void)?
 
     /// The port's inproc address, how this process reaches it.
     let inProcessAddress: PortAddress
