@@ -78,13 +78,9 @@ final class ThreadPortState {
     private func send(_ envelope: PortEnvelope, to destination: RemotePort,
                       deadline: () -> Deadline) throws(PortError) -> PortConnection {
         let connection = try connection(to: destination)
-        let queued: Bool
-        do {
-            queued = try connection.socket.send(envelope, dontWait: true)
-        } catch {
-            throw .system(error)
+        if try !asPortError({ () throws(SystemCallError) in try connection.socket.send(envelope, dontWait: true) }) {
+            try waitAndSend(envelope, on: connection, before: deadline())
         }
-        if !queued { try waitAndSend(envelope, on: connection, before: deadline()) }
         connection.loop?.sentOnPortSource(connection)
         return connection
     }

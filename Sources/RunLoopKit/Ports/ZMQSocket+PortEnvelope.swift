@@ -42,7 +42,7 @@ extension ZMQSocket {
         if let replyPort = envelope.message.replyPort {
             try sendFrame(utf8Of: replyPort.address.rawValue, more: !components.isEmpty)
         } else {
-            _ = try sendFrame(UnsafeRawBufferPointer(start: nil, count: 0), more: !components.isEmpty, dontWait: false)
+            try sendFrame([], more: !components.isEmpty) // no reply port: an empty frame, made from no string
         }
         for index in components.indices {
             let more = index != components.count - 1
