@@ -173,6 +173,7 @@ final class SoakTests: XCTestCase {
         let shortLived = LockedValue((answered: 0, failed: 0))
         var requesterThreads: [TestThread] = []
         var killed = 0
+        let victimMode = LoopMode("SoakTests.victim")
         var ticks = 0
         let churn = LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { _ in
             let slot = Int.random(in: 0..<senders.count)
@@ -187,15 +188,20 @@ final class SoakTests: XCTestCase {
             })
             ticks += 1
             if ticks % 20 == 0 {
-                // posix_spawn and waitpid, not Foundation's Process: its manager thread and
-                // per-child socket pair are Foundation's descriptors, not the churn's.
+                // Spawned with posix_spawn and watched by a ChildProcessSource, not Foundation's
+                // Process: its manager thread and per-child socket pair are Foundation's
+                // descriptors, not the churn's. The churn waits for the victim's end.
                 let pid = spawnChild([toolBinary, "request", server.name, "--id", "5", "--data", "about to die"])
                 guard pid > 0 else { return }
                 server.victim.withLock { $0 = pid }
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                var end: ChildExit?
+                do {
+                    loop.add(try ChildProcessSource(pid: pid) { end = $0 }, to: victimMode)
+                    let limit = Deadline.after(.seconds(30))
+                    while end == nil && Deadline.now() < limit { loop.run(mode: victimMode, before: limit) }
+                } catch { churnError = error }
                 server.victim.withLock { $0 = 0 }
-                if status & 0x7f != 0 && status & 0x7f != 0x7f { killed += 1 } // WIFSIGNALED
+                if case .signalled = end { killed += 1 }
             }
         }
         loop.add(churn, to: .default)
