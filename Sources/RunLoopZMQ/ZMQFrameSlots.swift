@@ -8,14 +8,17 @@ import CZeroMQ
 /// what a slot held before it fills it, and `release(_:)` gives back each frame's buffer
 /// as soon as the receiver is done with it. Thread safety: none; owned by one `ZMQSocket`.
 package final class ZMQFrameSlots {
-    // Unchecked exclusivity: both change only inside `grow`, which calls nothing that could
-    // touch them, so the run-time check on every receive would never find a conflict.
+    // Unchecked exclusivity: they change only inside `grow` and `lend`, which call nothing
+    // that could touch them, so the run-time check on every receive would never find a conflict.
     @exclusivity(unchecked) private var slots: UnsafeMutablePointer<zmq_msg_t>
+    /// Where `lend(_:)` puts each frame's bytes, one view per slot.
+    @exclusivity(unchecked) private var views: UnsafeMutablePointer<UnsafeRawBufferPointer>
     @exclusivity(unchecked) private var capacity: Int
 
     package init(capacity: Int = 4) {
         precondition(capacity > 0)
         slots = .allocate(capacity: capacity)
+        views = .allocate(capacity: capacity)
         self.capacity = capacity
         for index in 0..<capacity { zmq_msg_init(slots + index) }
     }
@@ -23,6 +26,7 @@ package final class ZMQFrameSlots {
     deinit {
         for index in 0..<capacity { zmq_msg_close(slots + index) }
         slots.deallocate()
+        views.deallocate()
     }
 
     /// The slot for frame `index`, growing the slots if needed. Growing moves the frames
@@ -32,17 +36,15 @@ package final class ZMQFrameSlots {
         return slots + index
     }
 
-    /// Lends `body` the bytes of the first `count` frames, valid until `release(count)` or
-    /// the next receive. The list itself is a stack buffer (heap beyond a few hundred frames).
-    package func withFrames(_ count: Int, _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) {
-        withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: count) { views in
-            for index in 0..<count {
-                let message = slots + index
-                views.initializeElement(at: index, to: UnsafeRawBufferPointer(start: zmq_msg_data(message),
-                                                                              count: zmq_msg_size(message)))
-            }
-            body(UnsafeBufferPointer(views))
+    /// The bytes of the first `count` frames, where libzmq put them: valid until
+    /// `release(count)` or the next receive into these slots.
+    package func lend(_ count: Int) -> UnsafeBufferPointer<UnsafeRawBufferPointer> {
+        for index in 0..<count {
+            let message = slots + index
+            (views + index).initialize(to: UnsafeRawBufferPointer(start: zmq_msg_data(message),
+                                                                  count: zmq_msg_size(message)))
         }
+        return UnsafeBufferPointer(start: views, count: count)
     }
 
     /// Gives back the buffers of the first `count` frames (`zmq_msg_close`) and makes their
@@ -63,6 +65,8 @@ package final class ZMQFrameSlots {
         }
         slots.deallocate()
         slots = grown
+        views.deallocate()
+        views = .allocate(capacity: newCapacity)
         capacity = newCapacity
     }
 }

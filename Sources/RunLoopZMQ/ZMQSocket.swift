@@ -16,6 +16,8 @@ package final class ZMQSocket {
     package let context: ZMQContext
     /// The `zmq_msg_t`s that `receive` fills, kept from one message to the next.
     private let frameSlots = ZMQFrameSlots()
+    /// How many frames `receiveInPlace` lent and `releaseReceived` gives back.
+    @exclusivity(unchecked) private var receivedCount = 0
 
     /// The number of frames `receive` accepts by default: a wire message's 1024 components
     /// and two header frames, with room to spare.
@@ -186,21 +188,32 @@ package final class ZMQSocket {
     }
 
     /// `receive(dontWait:maxFrames:_:)` without generics, so that a caller in another
-    /// module needs no generic metadata (the ports' receive path); returns false where
-    /// that returns `nil`.
+    /// module needs no generic metadata; returns false where that returns `nil`.
     @usableFromInline
     package func receiveFrames(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
-                       _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) throws(SystemCallError) -> Bool {
+                               _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) throws(SystemCallError) -> Bool {
+        guard let frames = try receiveInPlace(dontWait: dontWait, maxFrames: maxFrames) else { return false }
+        defer { releaseReceived() }
+        body(frames)
+        return true
+    }
+
+    /// Receives one whole multipart message, as `receive(dontWait:maxFrames:_:)` does, and
+    /// returns its frames' bytes where libzmq put them, valid until `releaseReceived()`,
+    /// which must come before the next receive and as soon as the caller is done with them.
+    /// The ports' receive path: with no closure between the frames and what they decode to,
+    /// the decoded message is made once and moved, never copied or held in an optional.
+    package func receiveInPlace(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames)
+        throws(SystemCallError) -> UnsafeBufferPointer<UnsafeRawBufferPointer>? {
         let slots = frameSlots
-        var count = 0
-        defer { slots.release(count) }
         let first = slots.slot(0)
         if !dontWait {
             try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }
         } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(first, handle, ZMQ_DONTWAIT) }) == nil {
-            return false
+            return nil
         }
-        count = 1
+        var count = 1
+        defer { receivedCount = count }
         var tooMany = false
         var current = first
         while zmq_msg_more(current) != 0 {
@@ -213,11 +226,26 @@ package final class ZMQSocket {
             }
             // The rest of a message arrives with its first frame, so this never waits.
             let slot = current
-            try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
+            do {
+                try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
+            } catch {
+                slots.release(count)
+                count = 0
+                throw error
+            }
         }
-        if tooMany { throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv") }
-        slots.withFrames(count, body)
-        return true
+        if tooMany {
+            slots.release(count)
+            count = 0
+            throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv")
+        }
+        return slots.lend(count)
+    }
+
+    /// Gives back the frames `receiveInPlace(dontWait:maxFrames:)` lent.
+    package func releaseReceived() {
+        frameSlots.release(receivedCount)
+        receivedCount = 0
     }
 
     /// Whether `ZMQ_EVENTS` has `event`: asked after a non-blocking send found the queue

@@ -15,53 +15,49 @@ extension LocalPort: PortSourceDriver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
         guard let socket else { return .empty }
-        // The decoding closure works on a local copy of the cache, so that it holds no
-        // reference to the port: the loop references ports weakly, and a weakly referenced
-        // object's every retain and release takes the runtime's slow path.
-        var cache = replyAddresses
-        defer { replyAddresses = cache }
-        var decoded = Result<PortEnvelope, WireFormatError>.failure(.noFrames)
+        let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
         do {
-            guard try socket.receiveFrames(dontWait: true, { frames in
-                decoded = Result { () throws(WireFormatError) in
-                    // A ROUTER socket puts the sender's routing id first.
-                    guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
-                    var envelope = try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &cache)
-                    if envelope.kind == .request {
-                        envelope.returnPath = ReturnPath(routingID: [UInt8](routingID), hasDelimiter: hasDelimiter)
-                    }
-                    return envelope
-                }
-            }) else { return .empty }
+            guard let received = try socket.receiveInPlace(dontWait: true) else { return .empty }
+            frames = received
         } catch {
             drop(.receiveFailed, "\(error)")
             return .dropped
         }
-        switch decoded {
-        case .success(let envelope):
-            deliver(envelope)
-            return .delivered
-        case .failure(let error):
+        let envelope: PortEnvelope
+        do {
+            envelope = try decodeIncoming(frames)
+            socket.releaseReceived() // before the handler, which may receive again (a nested run)
+        } catch {
+            socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
+        deliver(envelope)
+        return .delivered
+    }
+
+    /// The message in the frames a ROUTER socket received: the sender's routing id first,
+    /// kept as a request's return path, then the wire message's own frames.
+    private func decodeIncoming(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> PortEnvelope {
+        guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
+        return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
+                                       route: (routingID, hasDelimiter))
     }
 
     package func detachedFromLoop() {}
 
     private func deliver(_ envelope: PortEnvelope) {
-        let message = envelope.message
         statistics.countReceived()
         switch envelope.kind {
         case .message:
-            guard handler != nil else { return drop(.noHandler, "no handler for message \(message.id)") }
-            _ = handle(message)
+            guard handler != nil else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
+            _ = handle(envelope.message)
         case .request:
-            guard handler != nil else { return drop(.noHandler, "no handler for request \(message.id)") }
-            guard case .some(let answer) = handle(message) else { return } // it threw: no reply
+            guard handler != nil else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
+            guard case .some(let answer) = handle(envelope.message) else { return } // it threw: no reply
             // The reply carries the request's id whatever the handler put in it (wire format).
-            var reply = answer ?? LoopMessage(id: message.id)
-            reply.id = message.id
+            var reply = answer ?? LoopMessage(id: envelope.message.id)
+            reply.id = envelope.message.id
             sendReply(PortEnvelope(.reply, reply, correlationID: envelope.correlationID), via: envelope.returnPath)
         case .reply:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.

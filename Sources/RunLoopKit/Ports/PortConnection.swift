@@ -141,32 +141,33 @@ final class PortConnection: PortSourceDriver {
 
     /// Receives one reply without blocking and hands it to the thread's `ReplyReceiver`.
     package func handleOneMessage() -> PortDelivery {
-        var decoded = Result<PortEnvelope, WireFormatError>.failure(.noFrames)
+        let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
         do {
-            var cache = ReplyAddressCache()
-            guard try socket.receiveFrames(dontWait: true, { frames in
-                decoded = Result { () throws(WireFormatError) in
-                    try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &cache)
-                }
-            }) else { return .empty }
+            guard let received = try socket.receiveInPlace(dontWait: true) else { return .empty }
+            frames = received
         } catch {
             drop(.receiveFailed, "\(error)")
             return .dropped
         }
-        switch decoded {
-        case .success(let envelope) where envelope.kind == .reply:
-            guard state.replyReceiver.received(envelope.message, for: envelope.correlationID) else {
-                drop(.lateReply, "late, repeated or unknown reply, correlation id \(envelope.correlationID)")
-                return .dropped
-            }
-            return .delivered
-        case .success(let envelope):
-            drop(.malformed, "a \(envelope.kind) where only replies come back")
-            return .dropped
-        case .failure(let error):
+        let envelope: PortEnvelope
+        do {
+            var cache = ReplyAddressCache()
+            envelope = try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &cache)
+            socket.releaseReceived()
+        } catch {
+            socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
+        guard envelope.kind == .reply else {
+            drop(.malformed, "a \(envelope.kind) where only replies come back")
+            return .dropped
+        }
+        guard state.replyReceiver.received(envelope.message, for: envelope.correlationID) else {
+            drop(.lateReply, "late, repeated or unknown reply, correlation id \(envelope.correlationID)")
+            return .dropped
+        }
+        return .delivered
     }
 
     package func detachedFromLoop() { loop = nil }

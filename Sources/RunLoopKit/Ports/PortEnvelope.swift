@@ -32,10 +32,15 @@ extension PortEnvelope {
     /// frame order), read where libzmq put the frames: only each data component is
     /// copied, once, into the `LoopMessage` delivered.
     ///
-    /// - Parameter replyAddresses: the receiving port's last validated reply address,
-    ///   reused when the frame holds the same bytes.
+    /// - Parameters:
+    ///   - replyAddresses: the receiving port's last validated reply address, reused when
+    ///     the frame holds the same bytes.
+    ///   - route: where the message came in, for a port's ROUTER socket: a request keeps
+    ///     it as its `returnPath`.
     static func decode(frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
-                       replyAddresses: inout ReplyAddressCache) throws(WireFormatError) -> PortEnvelope {
+                       replyAddresses: inout ReplyAddressCache,
+                       route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil)
+        throws(WireFormatError) -> PortEnvelope {
         let header = try WireCodec.checkedHeader(frames, limits: limits)
         var replyPort: RemotePort?
         if !frames[1].isEmpty {
@@ -44,6 +49,20 @@ extension PortEnvelope {
             }
             replyPort = port
         }
+        let components = try decodeComponents(frames, header, limits)
+        let returnPath: ReturnPath? = if header.kind == .request, let route {
+            ReturnPath(routingID: [UInt8](route.routingID), hasDelimiter: route.hasDelimiter)
+        } else {
+            nil
+        }
+        return PortEnvelope(header.kind, LoopMessage(id: header.messageID, components: components, replyPort: replyPort),
+                            correlationID: header.correlationID, returnPath: returnPath)
+    }
+
+    /// The components in frames 2 and up, each data component copied once.
+    private static func decodeComponents(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                                         _ header: WireCodec.CheckedHeader,
+                                         _ limits: WireLimits) throws(WireFormatError) -> [LoopMessage.Component] {
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
         for index in 0..<header.componentCount {
@@ -57,8 +76,7 @@ extension PortEnvelope {
                 components.append(.data([UInt8](frame)))
             }
         }
-        let message = LoopMessage(id: header.messageID, components: components, replyPort: replyPort)
-        return PortEnvelope(header.kind, message, correlationID: header.correlationID)
+        return components
     }
 
     /// What a drop of a message the decoder rejected with `error` is counted as.
