@@ -32,8 +32,12 @@ struct DescriptorTable {
     /// One descriptor in (or wanting to be in) the poll set.
     final class Registration {
         let descriptor: Int32
+        /// What the poll set reports it by: its slot in the table plus one in the low 32
+        /// bits, a serial number in the high 32 (see `DescriptorTable.slots`).
         let token: UInt64
         let client: Client
+        /// Its index in the table's `slots` (and in `PortSourceTable`'s entries).
+        var slot: Int { Int(truncatingIfNeeded: token & 0xFFFF_FFFF) &- 1 }
         // Loop thread only, like the table: no run-time exclusivity checks (about a
         // hundred instructions each, on every wake-up).
         /// The events the poll set watches for now; 0 when the descriptor is not in it.
@@ -57,9 +61,15 @@ struct DescriptorTable {
         }
     }
 
-    private var byToken: [UInt64: Registration] = [:]
+    /// The registrations by slot, so that a report of the poll set finds its registration
+    /// by an index, not a hash (libuv's `watchers` array, which is indexed by descriptor).
+    /// A slot is reused once free, so a token also carries a serial number: a report still
+    /// in flight for a registration gone is not taken for its slot's next one.
+    private var slots: [Registration?] = []
+    private var freeSlots: [Int] = []
+    /// The next token's serial number; never 0, so no token is `Poller.wakeToken` (0).
+    private var nextSerial: UInt64 = 1
     private var bySource: [ObjectIdentifier: Registration] = [:]
-    private var nextToken: UInt64 = Poller.wakeToken + 1
     /// Registrations whose wanted events may differ from their registered ones.
     private var changed: [Registration] = []
     /// Level-triggered registrations with events (or a loss) to hand out, in the order seen.
@@ -80,8 +90,7 @@ struct DescriptorTable {
 
     /// A registration for a port's descriptor, wanting `EPOLLIN` from the next sleep on.
     mutating func registerPort(_ descriptor: Int32) -> Registration {
-        let registration = Registration(descriptor: descriptor, token: takeToken(), client: .port)
-        byToken[registration.token] = registration
+        let registration = makeRegistration(descriptor, .port)
         markChanged(registration)
         return registration
     }
@@ -94,9 +103,8 @@ struct DescriptorTable {
             registration.modeCount += 1
             return registration
         }
-        let registration = Registration(descriptor: source.descriptor, token: takeToken(), client: .source(source))
+        let registration = makeRegistration(source.descriptor, .source(source))
         registration.modeCount = 1
-        byToken[registration.token] = registration
         bySource[id] = registration
         source.setInLoopTable(true)
         markChanged(registration)
@@ -122,8 +130,7 @@ struct DescriptorTable {
     /// The main queue's registration, wanting `EPOLLIN` whenever the loop runs in a common mode.
     mutating func registerMainQueue(_ descriptor: Int32) -> Registration {
         if let mainQueue { return mainQueue }
-        let registration = Registration(descriptor: descriptor, token: takeToken(), client: .mainQueue)
-        byToken[registration.token] = registration
+        let registration = makeRegistration(descriptor, .mainQueue)
         mainQueue = registration
         appliedMode = nil // bring it in line at the next sleep
         return registration
@@ -136,7 +143,10 @@ struct DescriptorTable {
             try? poller.deregister(registration.descriptor)
             setRegistered(registration, 0)
         }
-        byToken[registration.token] = nil
+        if holds(registration) {
+            slots[registration.slot] = nil
+            freeSlots.append(registration.slot)
+        }
         if registration.isReady { ready.removeAll { $0 === registration } }
         registration.isReady = false
         registration.readyEvents = 0
@@ -170,7 +180,7 @@ struct DescriptorTable {
         changed.removeAll(keepingCapacity: true)
         for registration in batch {
             registration.isChanged = false
-            guard byToken[registration.token] === registration else { continue } // unregistered meanwhile
+            guard holds(registration) else { continue } // unregistered meanwhile
             let wanted = wantedEvents(registration, items, mainQueueWanted)
             guard wanted != registration.registeredEvents else { continue }
             apply(wanted, to: registration, poller: poller)
@@ -229,7 +239,10 @@ struct DescriptorTable {
     /// The wait reported `token`: a port's registration is returned for `PortSourceTable`;
     /// a source's or the main queue's events wait here for step 9.
     mutating func reported(_ token: UInt64, events: UInt32) -> Registration? {
-        guard let registration = byToken[token] else { return nil }
+        let slot = Int(truncatingIfNeeded: token & 0xFFFF_FFFF) &- 1
+        guard slot >= 0, slot < slots.count, let registration = slots[slot], registration.token == token else {
+            return nil // gone since the poll set reported it
+        }
         if case .port = registration.client { return registration }
         registration.readyEvents |= events
         enqueueReady(registration)
@@ -262,8 +275,24 @@ struct DescriptorTable {
         ready.append(registration)
     }
 
-    private mutating func takeToken() -> UInt64 {
-        defer { nextToken += 1 }
-        return nextToken
+    /// A registration in a free slot, with a fresh token.
+    private mutating func makeRegistration(_ descriptor: Int32, _ client: Client) -> Registration {
+        let slot: Int
+        if let free = freeSlots.popLast() {
+            slot = free
+        } else {
+            slot = slots.count
+            slots.append(nil)
+        }
+        precondition(slot < 0xFFFF_FFFE, "a loop with four billion descriptors")
+        let registration = Registration(descriptor: descriptor, token: nextSerial << 32 | UInt64(slot + 1), client: client)
+        nextSerial += 1
+        slots[slot] = registration
+        return registration
+    }
+
+    /// Whether `registration` is still in the table.
+    private func holds(_ registration: Registration) -> Bool {
+        slots[registration.slot] === registration
     }
 }

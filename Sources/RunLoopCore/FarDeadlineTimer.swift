@@ -16,7 +16,7 @@ import Glibc
 ///
 /// Loop thread only; made by `Poller` the first time a far deadline is slept on.
 struct FarDeadlineTimer {
-    /// The token reported for the timerfd; port sources use tokens from 1 up.
+    /// The token reported for the timerfd; `DescriptorTable`'s tokens are never all ones.
     static let token: UInt64 = .max
     /// Deadlines at least this far away use the timer; nearer ones are given to the
     /// wait itself, exactly (timers, short timeouts).

@@ -9,7 +9,7 @@ import Glibc
 /// Thread safety: `wake()` from any thread that saw the loop commit to sleep in it (after
 /// `init`, the descriptors never change until `close()`); everything else on the loop's thread.
 struct PollSet {
-    /// The token reported for the wake-up eventfd; port sources use tokens from 1 up.
+    /// The token reported for the wake-up eventfd; `DescriptorTable`'s tokens are never 0.
     static let wakeToken: UInt64 = 0
 
     private let epollFD: Int32

@@ -15,7 +15,7 @@ import Synchronization
 /// Thread safety: `wake()` and `isSleeping` may be used from any thread; everything
 /// else only from the loop's thread.
 package final class Poller: @unchecked Sendable {
-    /// The token reported for the wake-up eventfd; port sources use tokens from 1 up.
+    /// The token reported for the wake-up eventfd; `DescriptorTable`'s tokens are never 0.
     static let wakeToken: UInt64 = PollSet.wakeToken
 
     /// The sleep/wake handshake, shared with waking threads (atomic), and the futex word a

@@ -15,7 +15,6 @@ struct PortSourceTable {
         let port: any PortSourceDriver
         /// Its descriptor's place in the loop's `DescriptorTable`.
         let registration: DescriptorTable.Registration
-        var token: UInt64 { registration.token }
         // Loop thread only, like the table: no run-time exclusivity checks (about a
         // hundred instructions each, on every wake-up and message).
         @exclusivity(unchecked) var modeCount = 1
@@ -30,8 +29,8 @@ struct PortSourceTable {
         }
     }
 
-    /// By poll token, for the poll set's reports.
-    private var byToken: [UInt64: Entry] = [:]
+    /// By their registration's slot in the `DescriptorTable`, for the poll set's reports.
+    private var bySlot: [Entry?] = []
     /// By port, for adding and removing.
     private var byPort: [ObjectIdentifier: Entry] = [:]
     /// Ready ports in the order they became ready, served round-robin.
@@ -49,7 +48,9 @@ struct PortSourceTable {
         }
         let entry = Entry(port: port, registration: descriptors.registerPort(port.pollDescriptor))
         byPort[id] = entry
-        byToken[entry.token] = entry
+        let slot = entry.registration.slot
+        if slot >= bySlot.count { bySlot.append(contentsOf: repeatElement(nil, count: slot + 1 - bySlot.count)) }
+        bySlot[slot] = entry
         // A burst may have arrived before the port was added, with no signal left on its
         // descriptor: it is queued, and the pass's receive finds out. Not `ZMQ_EVENTS`:
         // processing the socket's commands first could process a peer's disconnect before
@@ -65,7 +66,7 @@ struct PortSourceTable {
         guard entry.modeCount == 0 else { return }
         descriptors.unregister(entry.registration, poller: poller) // at once: the port may close its socket next
         byPort[ObjectIdentifier(port)] = nil
-        byToken[entry.token] = nil
+        bySlot[entry.registration.slot] = nil
         entry.isRegistered = false
         dequeue(entry)
         port.detachedFromLoop()
@@ -75,8 +76,10 @@ struct PortSourceTable {
     /// to be drained now (its receives confirm that it is drained); any other port is asked
     /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
     /// another mode never keeps waking the loop.
-    mutating func descriptorReady(_ token: UInt64, runningMode items: ModeItems) {
-        guard let entry = byToken[token], !entry.registration.isPaused else { return }
+    mutating func descriptorReady(_ registration: DescriptorTable.Registration, runningMode items: ModeItems) {
+        let slot = registration.slot
+        guard slot < bySlot.count, let entry = bySlot[slot], entry.registration === registration,
+              !registration.isPaused else { return }
         if items.contains(.port(entry.port)) || entry.port.hasPendingMessage() {
             enqueue(entry)
         } else {

@@ -103,7 +103,7 @@ extension ThreadRunLoop {
         do { //                                                                 step 7
             try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
                 if let port = descriptors.reported(token, events: events) {
-                    ports.descriptorReady(port.token, runningMode: items)
+                    ports.descriptorReady(port, runningMode: items)
                 }
             }
         } catch {

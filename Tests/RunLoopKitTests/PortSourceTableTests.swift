@@ -168,10 +168,10 @@ final class PortSourceTableTests: XCTestCase {
         let port = try FakePort()
         let items = mode("x", holding: port)
         table.added(port, descriptors: &descriptors)
-        let token = try entry(of: port, in: items).token
+        let registration = try entry(of: port, in: items).registration
         try deliver(from: port, in: items, .empty)
         XCTAssertFalse(table.isQueuedAsReady(port))
-        table.descriptorReady(token, runningMode: items)
+        table.descriptorReady(registration, runningMode: items)
         XCTAssertTrue(table.isQueuedAsReady(port))
         XCTAssertEqual(port.asked, 0, "its receives will tell whether a message waits")
     }
@@ -182,38 +182,63 @@ final class PortSourceTableTests: XCTestCase {
         let items = mode("running", holding: running)
         table.added(held, descriptors: &descriptors)
         table.added(running, descriptors: &descriptors)
-        let token = try entry(of: held, in: other).token
+        let registration = try entry(of: held, in: other).registration
         try deliver(from: held, in: other, .empty)
 
-        table.descriptorReady(token, runningMode: items)
+        table.descriptorReady(registration, runningMode: items)
         XCTAssertEqual(held.asked, 1, "asking consumes the signal, so the held port stops waking the loop")
         XCTAssertFalse(table.isQueuedAsReady(held))
 
         held.messageWaits = true
-        table.descriptorReady(token, runningMode: items)
+        table.descriptorReady(registration, runningMode: items)
         XCTAssertEqual(held.asked, 2)
         XCTAssertTrue(table.isQueuedAsReady(held))
         XCTAssertTrue(try entry(of: running, in: items).port === running, "held for its own mode, not delivered here")
         XCTAssertTrue(try entry(of: held, in: other).port === held)
 
         held.messageWaits = false
-        table.descriptorReady(token, runningMode: items)
+        table.descriptorReady(registration, runningMode: items)
         XCTAssertFalse(table.isQueuedAsReady(held), "a report finding nothing takes it off the queue")
     }
 
-    func testReportsForAnUnknownTokenOrAPausedPortAreIgnored() throws {
+    func testReportsForAPortThatLeftTheTableOrAPausedPortAreIgnored() throws {
+        let gone = try FakePort()
+        table.added(gone, descriptors: &descriptors)
+        let goneRegistration = try entry(of: gone, in: mode("gone", holding: gone)).registration
+        table.removed(gone, descriptors: &descriptors, poller: poller)
+        gone.messageWaits = true
+        table.descriptorReady(goneRegistration, runningMode: mode("running"))
+        XCTAssertEqual(gone.asked, 0)
+
         let port = try FakePort()
         let other = mode("other", holding: port)
         table.added(port, descriptors: &descriptors)
-        let token = try entry(of: port, in: other).token
+        let registration = try entry(of: port, in: other).registration
         try deliver(from: port, in: other, .empty)
-        table.descriptorReady(token &+ 1000, runningMode: mode("running"))
         XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
         port.messageWaits = true
-        table.descriptorReady(token, runningMode: mode("running"))
-        table.descriptorReady(token, runningMode: other)
+        table.descriptorReady(registration, runningMode: mode("running"))
+        table.descriptorReady(registration, runningMode: other)
         XCTAssertEqual(port.asked, 0)
         XCTAssertFalse(table.isQueuedAsReady(port))
+        XCTAssertFalse(table.isQueuedAsReady(gone))
+    }
+
+    func testAReportForARegistrationGoneIsNotTakenForTheNextOneInItsSlot() throws {
+        let first = try FakePort()
+        table.added(first, descriptors: &descriptors)
+        let oldRegistration = try entry(of: first, in: mode("x", holding: first)).registration
+        table.removed(first, descriptors: &descriptors, poller: poller)
+
+        let second = try FakePort()
+        table.added(second, descriptors: &descriptors)
+        let newRegistration = try entry(of: second, in: mode("x", holding: second)).registration
+        XCTAssertEqual(newRegistration.slot, oldRegistration.slot, "the free slot is reused")
+        XCTAssertNotEqual(newRegistration.token, oldRegistration.token)
+        XCTAssertNil(descriptors.reported(oldRegistration.token, events: EPOLLIN.rawValue), "a report still in flight for the old one")
+        XCTAssertTrue(descriptors.reported(newRegistration.token, events: EPOLLIN.rawValue) === newRegistration)
+        XCTAssertNil(descriptors.reported(Poller.wakeToken &+ 0x7FFF_0000, events: EPOLLIN.rawValue), "a slot never used")
+        table.removed(second, descriptors: &descriptors, poller: poller)
     }
 
     func testAPausedPortStaysInItsModesOutOfThePollSetAndIsQueuedWhenResumed() throws {
@@ -273,7 +298,7 @@ final class PortSourceTableTests: XCTestCase {
         port.signal()
         try poller.wait(until: .now(), poll: true) { token, events in
             if let registration = descriptors.reported(token, events: events) {
-                table.descriptorReady(registration.token, runningMode: items)
+                table.descriptorReady(registration, runningMode: items)
             }
         }
         XCTAssertTrue(table.isQueuedAsReady(port))
