@@ -27,7 +27,7 @@ final class PortEnvelopeTests: XCTestCase {
     func testSendingAnEnvelopeWritesExactlyTheFramesOfWireCodecEncode() throws {
         let (push, pull) = try makePushPull()
         for envelope in envelopes {
-            XCTAssertTrue(try push.send(envelope, dontWait: false))
+            XCTAssertTrue(try push.send(envelope.message, as: envelope.kind, correlationID: envelope.correlationID, dontWait: false))
             XCTAssertEqual(try pull.receive(dontWait: false), WireCodec.encode(envelope.wireMessage))
         }
     }
@@ -37,7 +37,7 @@ final class PortEnvelopeTests: XCTestCase {
         var replyAddresses = ReplyAddressCache()
         // Twice over, so the second round's reply address comes from the cache.
         for envelope in envelopes + envelopes {
-            XCTAssertTrue(try push.send(envelope, dontWait: true))
+            XCTAssertTrue(try push.send(envelope.message, as: envelope.kind, correlationID: envelope.correlationID, dontWait: true))
             let decoded = try pull.receive(dontWait: false) { frames in
                 Result { () throws(WireFormatError) in
                     try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)

@@ -58,7 +58,7 @@ extension LocalPort: PortSourceDriver {
             // The reply carries the request's id whatever the handler put in it (wire format).
             var reply = answer ?? LoopMessage(id: envelope.message.id)
             reply.id = envelope.message.id
-            sendReply(PortEnvelope(.reply, reply, correlationID: envelope.correlationID), via: envelope.returnPath)
+            sendReply(reply, correlationID: envelope.correlationID, via: envelope.returnPath)
         case .reply:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.
             drop(.lateReply, "a reply sent to a port, correlation id \(envelope.correlationID)")
@@ -86,14 +86,14 @@ extension LocalPort: PortSourceDriver {
     /// Sends a reply back over the connection its request came in on, without waiting: a
     /// requester that is gone, or that does not read its replies, costs it its reply, never
     /// the loop its time.
-    private func sendReply(_ reply: PortEnvelope, via returnPath: ReturnPath?) {
+    private func sendReply(_ reply: LoopMessage, correlationID: UInt64, via returnPath: ReturnPath?) {
         guard let socket, let returnPath else { return drop(.replyNotSent, "the port is closed") }
         do {
-            guard try socket.send(reply, dontWait: true, via: returnPath) else {
+            guard try socket.send(reply, as: .reply, correlationID: correlationID, dontWait: true, via: returnPath) else {
                 return drop(.replyNotSent, "the requester's connection is full: it does not read its replies")
             }
         } catch where error.code == .hostUnreachable {
-            drop(.requesterGone, "the requester's connection closed, correlation id \(reply.correlationID)")
+            drop(.requesterGone, "the requester's connection closed, correlation id \(correlationID)")
         } catch {
             drop(.replyNotSent, "\(error)")
         }

@@ -37,11 +37,11 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     /// The timeout counts from the moment the message could not be queued at once, so a
     /// send that queues at once reads no clock.
     public func send(_ message: LoopMessage, timeout: Duration = .seconds(5)) throws(PortError) {
-        try ThreadPortState.current.send(PortEnvelope(.message, message), to: self, within: timeout)
+        try ThreadPortState.current.send(message, to: self, within: timeout)
     }
 
     public func send(_ message: LoopMessage, before deadline: Deadline) throws(PortError) {
-        try ThreadPortState.current.send(PortEnvelope(.message, message), to: self, before: deadline)
+        try ThreadPortState.current.send(message, to: self, before: deadline)
     }
 
     public var description: String { "RemotePort(\(address))" }

@@ -1,5 +1,6 @@
 import RunLoopCore
 import RunLoopSystem
+import RunLoopWire
 import RunLoopZMQ
 import Glibc
 
@@ -64,22 +65,25 @@ final class ThreadPortState {
     /// security handshake fails. Nothing is queued for a peer that is not there
     /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
     @discardableResult
-    func send(_ envelope: PortEnvelope, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
-        try send(envelope, to: destination) { deadline }
+    func send(_ message: LoopMessage, as kind: WireKind = .message, correlationID: UInt64 = 0,
+              to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
+        try send(message, as: kind, correlationID: correlationID, to: destination) { deadline }
     }
 
     /// Sends a message as `send(_:to:before:)` does, waiting at most `timeout` once it
     /// could not be queued at once: a message queued at once reads no clock.
     @discardableResult
-    func send(_ envelope: PortEnvelope, to destination: RemotePort, within timeout: Duration) throws(PortError) -> PortConnection {
-        try send(envelope, to: destination) { .after(timeout) }
+    func send(_ message: LoopMessage, to destination: RemotePort, within timeout: Duration) throws(PortError) -> PortConnection {
+        try send(message, as: .message, correlationID: 0, to: destination) { .after(timeout) }
     }
 
-    private func send(_ envelope: PortEnvelope, to destination: RemotePort,
+    private func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
                       deadline: () -> Deadline) throws(PortError) -> PortConnection {
         let connection = try connection(to: destination)
-        if try !asPortError({ () throws(SystemCallError) in try connection.socket.send(envelope, dontWait: true) }) {
-            try waitAndSend(envelope, on: connection, before: deadline())
+        if try !asPortError({ () throws(SystemCallError) in
+            try connection.socket.send(message, as: kind, correlationID: correlationID, dontWait: true)
+        }) {
+            try waitAndSend(message, as: kind, correlationID: correlationID, on: connection, before: deadline())
         }
         connection.loop?.sentOnPortSource(connection)
         return connection
@@ -92,14 +96,14 @@ final class ThreadPortState {
                      before deadline: Deadline) throws(PortError) -> (correlationID: UInt64, connection: PortConnection) {
         lastCorrelationID &+= 1
         let id = lastCorrelationID
-        let connection = try send(PortEnvelope(.request, message, correlationID: id), to: destination, before: deadline)
+        let connection = try send(message, as: .request, correlationID: id, to: destination, before: deadline)
         connection.awaitReply(in: replyReceiver.replyMode)
         return (id, connection)
     }
 
     /// The slow path of `send`: the message could not be queued at once.
-    private func waitAndSend(_ envelope: PortEnvelope, on connection: PortConnection,
-                             before deadline: Deadline) throws(PortError) {
+    private func waitAndSend(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64,
+                             on connection: PortConnection, before deadline: Deadline) throws(PortError) {
         let address = connection.destination.address
         var lastConnect: Deadline?
         while true {
@@ -128,7 +132,7 @@ final class ThreadPortState {
                 } else {
                     _ = try connection.socket.poll(for: .pollOut, timeout: slice)
                 }
-                return try connection.socket.send(envelope, dontWait: true)
+                return try connection.socket.send(message, as: kind, correlationID: correlationID, dontWait: true)
             }
             if sent { return }
         }

@@ -7,28 +7,32 @@ import RunLoopZMQ
 /// and port components from their strings' UTF-8, the data components from their arrays.
 /// The frames are those of `WireCodec.encode` (a test compares them).
 extension ZMQSocket {
-    /// Sends `envelope` as one multipart message, as `send(_:dontWait:)` sends frames: only
-    /// the first frame uses `dontWait`, and once it is accepted the rest is too.
+    /// Sends `message` as one multipart wire message of `kind` (with `correlationID` for
+    /// request/reply), as `send(_:dontWait:)` sends frames: only the first frame uses
+    /// `dontWait`, and once it is accepted the rest is too. The message is borrowed, never
+    /// copied into an envelope: a copy costs a retain and a release of each of its
+    /// references per message.
     ///
     /// - Parameter returnPath: for a reply sent on a port's ROUTER socket, the connection
     ///   its request came in on: its routing id (and delimiter) go first.
     /// - Returns: whether the message was queued; always `true` when not `dontWait`.
     /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
     ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
-    func send(_ envelope: PortEnvelope, dontWait: Bool, via returnPath: ReturnPath? = nil) throws(SystemCallError) -> Bool {
+    func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64 = 0, dontWait: Bool,
+              via returnPath: ReturnPath? = nil) throws(SystemCallError) -> Bool {
         if let returnPath {
             let accepted = returnPath.routingID.withUnsafeBytes { routingID in
                 Result { () throws(SystemCallError) in try sendFrame(routingID, more: true, dontWait: dontWait) }
             }
             guard try accepted.get() else { return false } // nothing was queued
             if returnPath.hasDelimiter { try sendFrame([], more: true) }
-            return try send(envelope, dontWait: false)
+            return try send(message, as: kind, correlationID: correlationID, dontWait: false)
         }
-        // The envelope is only read, field by field, and the closures below capture only
-        // what they need: capturing the envelope, or taking a copy of it or of its message,
-        // costs a retain and a release of each of their references per message.
-        let components = envelope.message.components
-        let (kind, messageID, correlationID) = (envelope.kind, envelope.message.id, envelope.correlationID)
+        // The message is only read, field by field, and the closures below capture only
+        // what they need: capturing the message costs a retain and a release of each of
+        // its references per message.
+        let components = message.components
+        let messageID = message.id
         let headerSize = WireCodec.headerSize(componentCount: components.count)
         let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
             WireCodec.writeHeader(
@@ -39,7 +43,7 @@ extension ZMQSocket {
             return Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
         }
         guard try headerAccepted.get() else { return false } // nothing was queued
-        if let replyPort = envelope.message.replyPort {
+        if let replyPort = message.replyPort {
             try sendFrame(utf8Of: replyPort.address.rawValue, more: !components.isEmpty)
         } else {
             try sendFrame([], more: !components.isEmpty) // no reply port: an empty frame, made from no string

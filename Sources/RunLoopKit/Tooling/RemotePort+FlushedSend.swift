@@ -14,14 +14,13 @@ extension RemotePort {
     package static func sendFlushed(_ message: LoopMessage, to address: PortAddress,
                                     before deadline: Deadline) throws(PortError) {
         guard !address.isInProcess else { return try RemotePort(address).send(message, before: deadline) }
-        let envelope = PortEnvelope(.message, message)
         let socket = try asPortError { () throws(SystemCallError) in
             let socket = try ZMQSocket(context: ZMQContext(ioThreads: 1, maxSockets: 4), type: .dealer)
             try socket.setOption(.immediate, true)
             try socket.connect(address.rawValue)
             return socket
         }
-        while try !asPortError({ () throws(SystemCallError) in try socket.send(envelope, dontWait: true) }) {
+        while try !asPortError({ () throws(SystemCallError) in try socket.send(message, as: .message, dontWait: true) }) {
             let now = Deadline.now()
             guard now < deadline else { throw PortError.loggedTimeout(.sendTimedOut(address)) }
             _ = try asPortError { () throws(SystemCallError) in try socket.poll(for: .pollOut, timeout: deadline - now) }
