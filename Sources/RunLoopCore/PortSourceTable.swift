@@ -97,7 +97,7 @@ struct PortSourceTable {
 
     /// Takes `entry` off the ready queue before one of its messages is delivered.
     /// (Delivery runs user code, which may add or remove ports, so it happens outside
-    /// any mutation of the table: see `ThreadRunLoop.deliverOneMessage(from:)`.)
+    /// any mutation of the table: see `ThreadRunLoop.deliverMessages(from:_:)`.)
     mutating func willDeliver(from entry: Entry) {
         dequeue(entry)
     }
