@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-docc-plugin.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
     ],
     targets: [
         // libzmq from Debian's libzmq3-dev. No pkgConfig: its flags name krb5's include
@@ -57,6 +58,7 @@ let package = Package(
                 "RunLoopWire",
                 "CZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
         .executableTarget(

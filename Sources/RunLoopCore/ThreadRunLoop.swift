@@ -27,15 +27,16 @@ public final class ThreadRunLoop: @unchecked Sendable {
     public let isMain: Bool
     package let poller: Poller
 
-    // Loop thread only. The pass touches `modes`, `runStack`, `ports` and `instruments`
-    // several times per message, and each access is a short call into this module that
-    // never calls back into the loop (user code runs between accesses, not within one);
-    // so their run-time exclusivity checks, about a hundred instructions each, are off.
+    // Loop thread only. The pass touches `modes`, `commonModes`, `runStack`, `ports` and
+    // `instruments` several times per message, and each access is a short call into this
+    // module that never calls back into the loop (user code runs between accesses, not
+    // within one); so their run-time exclusivity checks, about a hundred instructions
+    // each, are off.
     @exclusivity(unchecked) var modes: [LoopMode: ModeItems] = [:]
     /// The items of the mode run last: most runs are in the same mode as the one before,
     /// and a mode's items live until teardown, so this spares hashing the mode's name.
     @exclusivity(unchecked) var lastRunItems: ModeItems?
-    public internal(set) var commonModes: Set<LoopMode> = [.default]
+    @exclusivity(unchecked) public internal(set) var commonModes: Set<LoopMode> = [.default]
     let commonItems = ModeItems(mode: .common)
     @exclusivity(unchecked) var runStack: [LoopMode] = []
     @exclusivity(unchecked) var ports = PortSourceTable()

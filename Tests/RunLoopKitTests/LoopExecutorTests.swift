@@ -100,6 +100,19 @@ final class LoopExecutorTests: XCTestCase {
         worker.stop()
     }
 
+    func testAWorkersExecutorAskedFromManyThreadsAtOnceIsOneObjectTheLoopsOwn() throws {
+        let worker = try WorkerThread(name: "first-ask")
+        let seen = LockedValue<[ObjectIdentifier]>([])
+        DispatchQueue.concurrentPerform(iterations: 16) { _ in
+            let executor = worker.executor
+            seen.withLock { $0.append(ObjectIdentifier(executor)) }
+        }
+        let identities = Set(seen.withLock { $0 })
+        XCTAssertEqual(identities.count, 1, "the first asks race, and one executor wins for all")
+        XCTAssertEqual(identities.first, ObjectIdentifier(worker.loop.executor(modes: [.common])))
+        worker.stop()
+    }
+
     func testEveryActorPinnedToALoopSharesItsExecutorForTheSameModes() throws {
         let worker = try WorkerThread(name: "shared")
         let other = try WorkerThread(name: "other")

@@ -59,30 +59,37 @@ final class LoopJobQueue: @unchecked Sendable {
     /// The loop's poll set, to wake it; kept strongly so enqueueing needs no weak load.
     private let poller: Poller
 
+    // Every field below is either protected by `lock` or the loop thread's alone, so the
+    // run-time exclusivity checks (a thread-local lookup and about 80 instructions each,
+    // on every hop to an actor pinned to the loop) could never find a conflict.
     private let lock = Lock()
-    private var lifecycle = Lifecycle.scheduling // protected by lock
-    private var queued: [PendingJob] = [] // protected by lock
+    @exclusivity(unchecked) private var lifecycle = Lifecycle.scheduling // protected by lock
+    @exclusivity(unchecked) private var queued: [PendingJob] = [] // protected by lock
 
     /// Set once in `init`, before the object is shared; its callbacks run on the loop's thread.
-    private var source: InputSource?
+    @exclusivity(unchecked) private var source: InputSource?
     // Loop thread only.
     /// The buffer of the batch before, reused so that a steady flow of jobs allocates nothing.
-    private var spare: [PendingJob] = []
+    @exclusivity(unchecked) private var spare: [PendingJob] = []
     /// True while a batch runs, so that a nested run does not start another job.
-    private var isRunningJobs = false
+    @exclusivity(unchecked) private var isRunningJobs = false
     /// A nested run took the source's signal while a batch ran: signal it again afterwards.
-    private var missedTurn = false
+    @exclusivity(unchecked) private var missedTurn = false
 
     init(loop: ThreadRunLoop, modes: [LoopMode]) {
         precondition(!modes.isEmpty, "an executor needs at least one mode to run its jobs in")
         self.modes = modes
         self.loop = loop
         poller = loop.poller
-        source = InputSource(cancel: { [weak self] loop, _ in
+        // Unowned, not weak: the queue outlives its source's place in the loop (its executor
+        // stays in `LoopExecutorTable` for as long as the loop object lives), and a weakly
+        // referenced object keeps its reference counts in a side table, which makes every
+        // retain of it, once per hop to an actor pinned to the loop, take the slow path.
+        source = InputSource(cancel: { [unowned self] loop, _ in
             // Only the teardown removes the source (nothing else can reach it).
-            if loop.isTornDown { self?.orphan() }
-        }, perform: { [weak self] in
-            self?.runQueuedJobs()
+            if loop.isTornDown { orphan() }
+        }, perform: { [unowned self] in
+            runQueuedJobs()
         })
     }
 

@@ -1,3 +1,4 @@
+import Atomics
 import RunLoopCore
 import RunLoopSystem
 
@@ -57,6 +58,9 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
     let control: WorkerControl
     /// Delayed performs handed over from other threads, and their cancellation.
     let delayedPerforms: DelayedHandOver
+    /// `executor`, once asked for: the same object as `loop.executor()`, kept where any
+    /// thread can read it without a lock.
+    let commonModesExecutor = ManagedAtomicLazyReference<LoopExecutor>()
 
     /// Starts a worker thread named `name`. It takes work at once: the loop is made here
     /// and adopted by the new thread, so `init` does not wait for that thread to run; work
