@@ -13,29 +13,47 @@ final class PendingReplies: ReplyReceiver {
 
     var replyMode: LoopMode { PendingReplies.mode }
 
-    private var waiting: [(id: UInt64, reply: LoopMessage?)] = []
+    /// A request waited on, and its reply once it came. (A struct, not a tuple: the
+    /// standard library copies a tuple holding a message through generic witnesses.)
+    private struct Waiting {
+        let id: UInt64
+        var reply: LoopMessage?
+    }
+
+    /// Its thread's alone (like the `ThreadPortState` that holds it), so without run-time
+    /// exclusivity checks: it is touched three times per request.
+    @exclusivity(unchecked) private var waiting: [Waiting] = []
 
     /// Waits for the reply to `id` from now on.
     func begin(_ id: UInt64) {
-        waiting.append((id, nil))
+        waiting.append(Waiting(id: id))
     }
 
     /// The reply to `id` if it came; it is then no longer waited for.
     func take(_ id: UInt64) -> LoopMessage? {
-        guard let index = waiting.lastIndex(where: { $0.id == id }), let reply = waiting[index].reply else { return nil }
-        waiting.remove(at: index)
-        return reply
+        guard let index = index(of: id), waiting[index].reply != nil else { return nil }
+        return waiting.remove(at: index).reply
     }
 
     /// Stops waiting for `id`: a reply that comes later is dropped as late.
     func abandon(_ id: UInt64) {
-        guard let index = waiting.lastIndex(where: { $0.id == id }) else { return }
+        guard let index = index(of: id) else { return }
         waiting.remove(at: index)
     }
 
     func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
-        guard let index = waiting.lastIndex(where: { $0.id == id && $0.reply == nil }) else { return false }
+        guard let index = index(of: id), waiting[index].reply == nil else { return false }
         waiting[index].reply = reply
         return true
+    }
+
+    /// Where `id` waits, searched from the newest (the one a thread waits on now).
+    private func index(of id: UInt64) -> Int? {
+        var index = waiting.count
+        while index > 0 {
+            index -= 1
+            if waiting[index].id == id { return index }
+        }
+        return nil
     }
 }

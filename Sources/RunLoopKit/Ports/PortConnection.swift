@@ -40,14 +40,19 @@ final class PortConnection: PortSourceDriver {
     /// For a connection to another process: its monitor (released before the socket closes).
     private var monitor: ZMQConnectionMonitor?
     private(set) var link = Link.connecting
+    // Its thread's alone, like the `ThreadPortState` that holds it, and touched on every
+    // request: no run-time exclusivity checks.
     /// Requests sent on it whose replies are still awaited: it is not closed while any are.
-    private(set) var awaitedReplies = 0
+    @exclusivity(unchecked) private(set) var awaitedReplies = 0
     /// When the thread last switched to or from it (see `ThreadPortState`'s idle sweep).
-    var lastUsed: Deadline
+    @exclusivity(unchecked) var lastUsed: Deadline
     /// Where its replies go.
     private unowned let state: ThreadPortState
     /// The loop it is a source of, while it is.
     private(set) weak var loop: ThreadRunLoop?
+    /// Whether it is a source of its thread's loop: asked on every send and request instead
+    /// of loading `loop`, a weak reference (a call, and the loop's side table).
+    @exclusivity(unchecked) private(set) var isInLoop = false
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)
@@ -117,9 +122,11 @@ final class PortConnection: PortSourceDriver {
     /// is not one already, and stays open until the reply is settled.
     func awaitReply(in mode: LoopMode) {
         awaitedReplies += 1
+        // A connection is its thread's, so the loop it joins is always that thread's.
+        guard !isInLoop else { return }
         let current = ThreadRunLoop.current
-        guard loop !== current else { return }
         loop = current
+        isInLoop = true
         current.addItem(.port(self), binding: nil, to: mode)
     }
 
@@ -132,6 +139,7 @@ final class PortConnection: PortSourceDriver {
     func leaveLoop() {
         loop?.removeEverywhere(.port(self))
         loop = nil
+        isInLoop = false
     }
 
     package func hasPendingMessage() -> Bool {
@@ -170,7 +178,10 @@ final class PortConnection: PortSourceDriver {
         return .delivered
     }
 
-    package func detachedFromLoop() { loop = nil }
+    package func detachedFromLoop() {
+        loop = nil
+        isInLoop = false
+    }
 
     /// Drops a message that came back on the connection: counted on the loop, logged at `.debug`.
     private func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {

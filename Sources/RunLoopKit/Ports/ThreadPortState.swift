@@ -14,19 +14,21 @@ import Glibc
 /// context's bounded linger) when the thread exits. A connection with a reply still
 /// awaited is never closed before it is settled.
 ///
-/// Thread-local: only ever touched by its own thread.
+/// Thread-local: only ever touched by its own thread. So the fields read on every send and
+/// request have no run-time exclusivity checks (each access is short and calls nothing that
+/// could touch them again).
 final class ThreadPortState {
     private var connections: [RemotePort: PortConnection] = [:]
     /// The last destination's connection: a thread mostly sends to one port at a time, and
     /// this spares the dictionary's hashing on every send.
-    private var last: PortConnection?
+    @exclusivity(unchecked) private var last: PortConnection?
     /// The correlation id of this thread's last request.
-    private var lastCorrelationID: UInt64 = 0
+    @exclusivity(unchecked) private var lastCorrelationID: UInt64 = 0
     /// When idle connections are next looked for.
     private var nextSweep = Deadline.now()
     /// Where the replies to this thread's requests go: `sendRequest`'s waiting list unless
     /// the thread serves requests of its own kind (`AsyncRequester`).
-    var replyReceiver: any ReplyReceiver = PendingReplies()
+    @exclusivity(unchecked) var replyReceiver: any ReplyReceiver = PendingReplies()
 
     /// The most connections a thread keeps open.
     var maxConnections = 64
@@ -85,18 +87,21 @@ final class ThreadPortState {
         }) {
             try waitAndSend(message, as: kind, correlationID: correlationID, on: connection, before: deadline())
         }
-        connection.loop?.sentOnPortSource(connection)
+        if connection.isInLoop { connection.loop?.sentOnPortSource(connection) }
         return connection
     }
 
     /// Sends a request to `destination` (as `send` does) with a fresh correlation id; the
     /// connection then waits for its reply in `replyReceiver`'s mode until the caller
-    /// settles it (`PortConnection.replySettled()`).
+    /// settles it (`PortConnection.replySettled()`). `deadline` is read only if the request
+    /// cannot be queued at once, as in `send(_:to:within:)`: a request queued at once reads
+    /// no clock for it.
     func sendRequest(_ message: LoopMessage, to destination: RemotePort,
-                     before deadline: Deadline) throws(PortError) -> (correlationID: UInt64, connection: PortConnection) {
+                     before deadline: @autoclosure () -> Deadline) throws(PortError)
+        -> (correlationID: UInt64, connection: PortConnection) {
         lastCorrelationID &+= 1
         let id = lastCorrelationID
-        let connection = try send(message, as: .request, correlationID: id, to: destination, before: deadline)
+        let connection = try send(message, as: .request, correlationID: id, to: destination, deadline: deadline)
         connection.awaitReply(in: replyReceiver.replyMode)
         return (id, connection)
     }
