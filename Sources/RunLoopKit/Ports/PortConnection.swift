@@ -167,7 +167,7 @@ final class PortConnection: PortSourceDriver {
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
-        guard envelope.kind == .reply else {
+        guard case .reply = envelope.kind else {
             drop(.malformed, "a \(envelope.kind) where only replies come back")
             return .dropped
         }

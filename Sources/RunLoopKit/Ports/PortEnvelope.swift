@@ -50,10 +50,9 @@ extension PortEnvelope {
             replyPort = port
         }
         let components = try decodeComponents(frames, header, limits)
-        let returnPath: ReturnPath? = if header.kind == .request, let route {
-            ReturnPath(routingID: [UInt8](route.routingID), hasDelimiter: route.hasDelimiter)
-        } else {
-            nil
+        var returnPath: ReturnPath?
+        if case .request = header.kind, let route { // a pattern, not the cross-module `==`
+            returnPath = ReturnPath(routingID: [UInt8](route.routingID), hasDelimiter: route.hasDelimiter)
         }
         return PortEnvelope(header.kind, LoopMessage(id: header.messageID, components: components, replyPort: replyPort),
                             correlationID: header.correlationID, returnPath: returnPath)
