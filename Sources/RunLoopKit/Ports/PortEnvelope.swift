@@ -52,7 +52,7 @@ extension PortEnvelope {
         let components = try decodeComponents(frames, header, limits)
         var returnPath: ReturnPath?
         if case .request = header.kind, let route { // a pattern, not the cross-module `==`
-            returnPath = ReturnPath(routingID: [UInt8](route.routingID), hasDelimiter: route.hasDelimiter)
+            returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
         }
         return PortEnvelope(header.kind, LoopMessage(id: header.messageID, components: components, replyPort: replyPort),
                             correlationID: header.correlationID, returnPath: returnPath)

@@ -4,7 +4,7 @@
 /// reply must then carry too. See "Requests and replies" in `docs/wire-format.md`.
 struct ReturnPath: Sendable, Equatable {
     /// The requester's routing id, as the port's ROUTER socket knows its connection.
-    let routingID: [UInt8]
+    let routingID: RoutingID
     /// Whether an empty delimiter frame follows the routing id (a REQ requester).
     let hasDelimiter: Bool
 

@@ -1,0 +1,37 @@
+/// The routing id a port's ROUTER socket gave one requester's connection, kept for the
+/// reply. libzmq's own ids are 5 bytes and a peer's chosen one (`ZMQ_ROUTING_ID`) at most
+/// 255: up to 16 bytes are kept inline, so that a request's return path allocates nothing.
+struct RoutingID: Sendable, Equatable {
+    /// How many bytes are kept inline.
+    static let inlineCapacity = MemoryLayout<(UInt64, UInt64)>.size
+
+    let count: Int
+    private var inline: (UInt64, UInt64) = (0, 0)
+    /// The bytes of a longer id.
+    private var longer: [UInt8]?
+
+    init(_ bytes: UnsafeRawBufferPointer) {
+        count = bytes.count
+        if count <= RoutingID.inlineCapacity {
+            Swift.withUnsafeMutableBytes(of: &inline) { storage in
+                UnsafeMutableRawBufferPointer(rebasing: storage[..<bytes.count]).copyMemory(from: bytes)
+            }
+        } else {
+            longer = [UInt8](bytes)
+        }
+    }
+
+    init(_ bytes: [UInt8]) {
+        self = bytes.withUnsafeBytes { RoutingID($0) }
+    }
+
+    /// Lends `body` the id's bytes.
+    func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        if let longer { return longer.withUnsafeBytes(body) }
+        return Swift.withUnsafeBytes(of: inline) { body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    }
+
+    static func == (lhs: RoutingID, rhs: RoutingID) -> Bool {
+        lhs.count == rhs.count && lhs.withUnsafeBytes { left in rhs.withUnsafeBytes { left.elementsEqual($0) } }
+    }
+}
