@@ -37,7 +37,7 @@ struct DescriptorTable {
         let token: UInt64
         let client: Client
         /// Its index in the table's `slots` (and in `PortSourceTable`'s entries).
-        var slot: Int { Int(truncatingIfNeeded: token & 0xFFFF_FFFF) &- 1 }
+        var slot: Int { DescriptorTable.slot(of: token) }
         // Loop thread only, like the table: no run-time exclusivity checks (about a
         // hundred instructions each, on every wake-up).
         /// The events the poll set watches for now; 0 when the descriptor is not in it.
@@ -239,7 +239,7 @@ struct DescriptorTable {
     /// The wait reported `token`: a port's registration is returned for `PortSourceTable`;
     /// a source's or the main queue's events wait here for step 9.
     mutating func reported(_ token: UInt64, events: UInt32) -> Registration? {
-        let slot = Int(truncatingIfNeeded: token & 0xFFFF_FFFF) &- 1
+        let slot = DescriptorTable.slot(of: token)
         guard slot >= 0, slot < slots.count, let registration = slots[slot], registration.token == token else {
             return nil // gone since the poll set reported it
         }
@@ -289,6 +289,11 @@ struct DescriptorTable {
         nextSerial += 1
         slots[slot] = registration
         return registration
+    }
+
+    /// The slot a token names (-1 for `Poller.wakeToken`'s low bits, which no token has).
+    static func slot(of token: UInt64) -> Int {
+        Int(truncatingIfNeeded: token & 0xFFFF_FFFF) &- 1
     }
 
     /// Whether `registration` is still in the table.

@@ -182,20 +182,9 @@ package final class ZMQSocket {
     @inlinable
     package func receive<Result>(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
                                  _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Result) throws(SystemCallError) -> Result? {
-        var result: Result?
-        guard try receiveFrames(dontWait: dontWait, maxFrames: maxFrames, { result = body($0) }) else { return nil }
-        return result
-    }
-
-    /// `receive(dontWait:maxFrames:_:)` without generics, so that a caller in another
-    /// module needs no generic metadata; returns false where that returns `nil`.
-    @usableFromInline
-    package func receiveFrames(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames,
-                               _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) throws(SystemCallError) -> Bool {
-        guard let frames = try receiveInPlace(dontWait: dontWait, maxFrames: maxFrames) else { return false }
+        guard let frames = try receiveInPlace(dontWait: dontWait, maxFrames: maxFrames) else { return nil }
         defer { releaseReceived() }
-        body(frames)
-        return true
+        return body(frames)
     }
 
     /// Receives one whole multipart message, as `receive(dontWait:maxFrames:_:)` does, and
@@ -203,6 +192,7 @@ package final class ZMQSocket {
     /// which must come before the next receive and as soon as the caller is done with them.
     /// The ports' receive path: with no closure between the frames and what they decode to,
     /// the decoded message is made once and moved, never copied or held in an optional.
+    @usableFromInline
     package func receiveInPlace(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames)
         throws(SystemCallError) -> UnsafeBufferPointer<UnsafeRawBufferPointer>? {
         let slots = frameSlots
@@ -213,36 +203,32 @@ package final class ZMQSocket {
             return nil
         }
         var count = 1
-        defer { receivedCount = count }
-        var tooMany = false
-        var current = first
-        while zmq_msg_more(current) != 0 {
-            // Past `maxFrames`, the rest is received into the last slot and discarded.
-            if count < maxFrames {
-                current = slots.slot(count)
-                count += 1
-            } else {
-                tooMany = true
-            }
-            // The rest of a message arrives with its first frame, so this never waits.
-            let slot = current
-            do {
+        do throws(SystemCallError) {
+            var tooMany = false
+            var current = first
+            while zmq_msg_more(current) != 0 {
+                // Past `maxFrames`, the rest is received into the last slot and discarded.
+                if count < maxFrames {
+                    current = slots.slot(count)
+                    count += 1
+                } else {
+                    tooMany = true
+                }
+                // The rest of a message arrives with its first frame, so this never waits.
+                let slot = current
                 try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
-            } catch {
-                slots.release(count)
-                count = 0
-                throw error
             }
+            if tooMany { throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv") }
+        } catch {
+            slots.release(count) // nothing is lent
+            throw error
         }
-        if tooMany {
-            slots.release(count)
-            count = 0
-            throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv")
-        }
+        receivedCount = count
         return slots.lend(count)
     }
 
     /// Gives back the frames `receiveInPlace(dontWait:maxFrames:)` lent.
+    @usableFromInline
     package func releaseReceived() {
         frameSlots.release(receivedCount)
         receivedCount = 0

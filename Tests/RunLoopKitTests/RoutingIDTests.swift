@@ -4,23 +4,24 @@ import XCTest
 /// A requester's routing id, kept for the reply: inline up to 16 bytes, on the heap beyond.
 final class RoutingIDTests: XCTestCase {
     private func bytes(of id: RoutingID) -> [UInt8] { id.withUnsafeBytes { [UInt8]($0) } }
+    private func routingID(_ bytes: [UInt8]) -> RoutingID { bytes.withUnsafeBytes { RoutingID($0) } }
 
     func testIdsOfEveryLengthALibzmqPeerCanHaveComeBackByteForByte() {
         // libzmq's own ids are 5 bytes (a zero and a 32-bit counter); a peer may choose 1 to 255.
         for length in [0, 1, 5, 15, 16, 17, 64, 255] {
             let original = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
-            let id = RoutingID(original)
+            let id = routingID(original)
             XCTAssertEqual(id.count, length)
             XCTAssertEqual(bytes(of: id), original, "\(length) bytes")
         }
     }
 
     func testIdsAreEqualExactlyWhenTheirBytesAre() {
-        XCTAssertEqual(RoutingID([0, 0, 0, 0, 1]), RoutingID([0, 0, 0, 0, 1]))
-        XCTAssertNotEqual(RoutingID([0, 0, 0, 0, 1]), RoutingID([0, 0, 0, 0, 2]))
-        XCTAssertNotEqual(RoutingID([0, 0, 0, 0]), RoutingID([0, 0, 0, 0, 0]), "a shorter id padded with zeros is another id")
+        XCTAssertEqual(routingID([0, 0, 0, 0, 1]), routingID([0, 0, 0, 0, 1]))
+        XCTAssertNotEqual(routingID([0, 0, 0, 0, 1]), routingID([0, 0, 0, 0, 2]))
+        XCTAssertNotEqual(routingID([0, 0, 0, 0]), routingID([0, 0, 0, 0, 0]), "a shorter id padded with zeros is another id")
         let long = [UInt8](repeating: 9, count: 40)
-        XCTAssertEqual(RoutingID(long), RoutingID(long))
-        XCTAssertNotEqual(RoutingID(long), RoutingID(long.dropLast() + [8]))
+        XCTAssertEqual(routingID(long), routingID(long))
+        XCTAssertNotEqual(routingID(long), routingID(long.dropLast() + [8]))
     }
 }

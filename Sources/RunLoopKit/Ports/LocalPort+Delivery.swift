@@ -25,10 +25,9 @@ extension LocalPort: PortSourceDriver {
         }
         let envelope: PortEnvelope
         do {
+            defer { socket.releaseReceived() } // before the handler, which may receive again (a nested run)
             envelope = try decodeIncoming(frames)
-            socket.releaseReceived() // before the handler, which may receive again (a nested run)
         } catch {
-            socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }

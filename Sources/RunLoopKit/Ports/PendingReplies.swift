@@ -47,7 +47,8 @@ final class PendingReplies: ReplyReceiver {
         return true
     }
 
-    /// Where `id` waits, searched from the newest (the one a thread waits on now).
+    /// Where `id` waits, searched from the newest (the one a thread waits on now). By hand:
+    /// `lastIndex(where:)` hands its closure a copy of each element, retaining its reply.
     private func index(of id: UInt64) -> Int? {
         var index = waiting.count
         while index > 0 {

@@ -159,11 +159,10 @@ final class PortConnection: PortSourceDriver {
         }
         let envelope: PortEnvelope
         do {
+            defer { socket.releaseReceived() }
             var cache = ReplyAddressCache()
             envelope = try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &cache)
-            socket.releaseReceived()
         } catch {
-            socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }

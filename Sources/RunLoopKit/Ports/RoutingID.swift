@@ -21,10 +21,6 @@ struct RoutingID: Sendable, Equatable {
         }
     }
 
-    init(_ bytes: [UInt8]) {
-        self = bytes.withUnsafeBytes { RoutingID($0) }
-    }
-
     /// Lends `body` the id's bytes.
     func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
         if let longer { return longer.withUnsafeBytes(body) }

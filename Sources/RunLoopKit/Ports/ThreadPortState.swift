@@ -67,9 +67,8 @@ final class ThreadPortState {
     /// security handshake fails. Nothing is queued for a peer that is not there
     /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
     @discardableResult
-    func send(_ message: LoopMessage, as kind: WireKind = .message, correlationID: UInt64 = 0,
-              to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
-        try send(message, as: kind, correlationID: correlationID, to: destination) { deadline }
+    func send(_ message: LoopMessage, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
+        try send(message, as: .message, correlationID: 0, to: destination) { deadline }
     }
 
     /// Sends a message as `send(_:to:before:)` does, waiting at most `timeout` once it
