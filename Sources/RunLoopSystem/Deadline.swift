@@ -56,14 +56,11 @@ public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, Custom
 }
 
 extension Duration {
-    /// The duration in whole nanoseconds, saturating at `Int64`'s bounds.
+    /// The duration in whole nanoseconds (toward zero), saturating at `Int64`'s bounds.
+    /// From `attoseconds`, one 128-bit division (~30 instructions): `components` costs
+    /// ~200, and a request computes a deadline from a duration every time.
     package var totalNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (sum, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
-        if overflow2 { return seconds < 0 ? .min : .max }
-        return sum
+        Int64(clamping: attoseconds / 1_000_000_000)
     }
 
     /// The duration in seconds, as a `Double`.
