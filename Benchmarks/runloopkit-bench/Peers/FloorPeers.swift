@@ -6,9 +6,11 @@ import Glibc
 // The `floor` peers of the port cases (issue 15): RunLoopKit's own poll-set design written
 // directly on libzmq and epoll, with no run-loop machinery. Each receiving thread sleeps in
 // `epoll_wait` on its socket's `ZMQ_FD` (registered level-triggered for `EPOLLIN`, as the
-// loop registers a port's), and after each wake-up drains with `ZMQ_DONTWAIT` while
-// `ZMQ_EVENTS` says `ZMQ_POLLIN`. `ZMQ_FD` is edge-triggered: a send or receive may consume
-// its edge, so `ZMQ_EVENTS` is asked again before every sleep. The sockets are RunLoopKit's:
+// loop registers a port's). A thread serving a ROUTER drains it after each wake-up as the
+// loop drains a port: with `ZMQ_DONTWAIT` until a receive finds nothing (which processes
+// the socket's commands, as `ZMQ_EVENTS` does); a thread waiting for one message asks
+// `ZMQ_EVENTS`. `ZMQ_FD` is edge-triggered: a send or receive may consume its edge, so one
+// of the two comes before every sleep. The sockets are RunLoopKit's:
 // a ROUTER per receiving port, a DEALER per sending thread and destination, with the same
 // high-water marks; the threads are placed as RunLoopKit's are (see `Placement`).
 
@@ -102,6 +104,21 @@ extension RawZMQ {
         guard sendNow(socket, buffer, count, more: more) else { fatalError("zmq_send: queue full") }
     }
 
+    /// `zmq_recv` with `ZMQ_DONTWAIT`; nil when nothing waits (EAGAIN, after libzmq
+    /// processed the socket's commands).
+    @inline(__always)
+    static func receiveNow(_ socket: ZMQHandle, _ buffer: UnsafeMutableRawPointer, _ capacity: Int) -> Int? {
+        while true {
+            let size = zmq_recv(socket.raw, buffer, capacity, ZMQ_DONTWAIT)
+            if size >= 0 { return Int(size) }
+            switch zmq_errno() {
+            case EINTR: continue
+            case EAGAIN: return nil
+            default: fatalError("zmq_recv: \(errorText)")
+            }
+        }
+    }
+
     /// `zmq_recv` with `ZMQ_DONTWAIT` of a frame that `ZMQ_EVENTS` said is there (or that
     /// follows one); returns its size.
     @inline(__always)
@@ -115,8 +132,8 @@ extension RawZMQ {
 }
 
 /// A thread serving a ROUTER the floor's way until a message with an empty body: sleeps in
-/// epoll, and after each wake-up receives `[routing id][body]` while `ZMQ_EVENTS` says
-/// `ZMQ_POLLIN`, handing each to its service's `handle`.
+/// epoll, and after each wake-up receives `[routing id][body]` until a receive finds
+/// nothing, handing each to its service's `handle`.
 final class FloorServerThread: Sendable {
     /// What the thread does with each message, and at the end (on the thread).
     struct Service {
@@ -150,8 +167,9 @@ final class FloorServerThread: Sendable {
         let body = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
         defer { identity.deallocate(); body.deallocate() }
         while true {
-            while pollSet.has(ZMQ_POLLIN) {
-                let identitySize = RawZMQ.receiveReady(router, identity, 256)
+            // Drained as a port is: until a receive finds nothing, which processes the
+            // socket's commands as `ZMQ_EVENTS` would, so the descriptor is re-armed.
+            while let identitySize = RawZMQ.receiveNow(router, identity, 256) {
                 let bodySize = RawZMQ.receiveReady(router, body, 4096)
                 if bodySize == 0 { return }
                 handle(router, identity, identitySize, body, min(bodySize, 4096))
