@@ -24,6 +24,7 @@ struct LoopInstruments {
         let asleep: UInt64
     }
 
+    @inline(__always)
     mutating func passBegins() -> PassStart {
         passes += 1
         guard let metrics else { return PassStart(time: 0, asleep: 0) }
@@ -33,6 +34,7 @@ struct LoopInstruments {
 
     /// Reports the pass's working time: its duration less the sleeps within it (nested
     /// runs' passes included, so a handler that runs the loop is charged its work only).
+    @inline(__always)
     func passEnds(_ start: PassStart) {
         guard let metrics, start.time != 0 else { return }
         let elapsed = Deadline.now().rawValue &- start.time
@@ -41,11 +43,13 @@ struct LoopInstruments {
     }
 
     /// Called before the poll-set wait; returns when it began (zero without metrics).
+    @inline(__always)
     func sleepBegins() -> UInt64 {
         metrics == nil ? 0 : Deadline.now().rawValue
     }
 
     /// Called after the poll-set wait; `slept` is false when the pass only looked.
+    @inline(__always)
     mutating func sleepEnds(since start: UInt64, slept: Bool) {
         if slept { wakeUps += 1 }
         guard let metrics else { return }
@@ -53,6 +57,7 @@ struct LoopInstruments {
         if start != 0 { asleep &+= Deadline.now().rawValue &- start }
     }
 
+    @inline(__always)
     mutating func messageHandled() {
         messagesHandled += 1
         metrics?.messagesHandled.increment()

@@ -37,8 +37,13 @@ extension ThreadRunLoop {
     /// Step 9 for descriptor sources and the main queue: hands out, in the order the poll
     /// set reported them, the events of those that are in the running mode and still want
     /// them; each handler call (and each drain of the main queue) is a handled source.
+    @inline(__always)
     func fireReadyDescriptors(in items: ModeItems) -> Bool {
         guard !descriptors.ready.isEmpty else { return false }
+        return fireReadyDescriptorsNow(in: items)
+    }
+
+    private func fireReadyDescriptorsNow(in items: ModeItems) -> Bool {
         var handled = false
         for registration in descriptors.takeReady() {
             let events = registration.readyEvents

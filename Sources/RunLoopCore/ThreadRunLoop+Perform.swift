@@ -81,8 +81,13 @@ extension ThreadRunLoop {
 
     /// Runs every request queued for `mode` so far, in FIFO order; requests for other
     /// modes stay queued. Returns whether any ran. Loop thread.
+    @inline(__always)
     package func performQueuedRequests(in mode: LoopMode) -> Bool {
         guard queuedCount.load(ordering: .acquiring) > 0 else { return false }
+        return performQueuedRequestsNow(in: mode)
+    }
+
+    private func performQueuedRequestsNow(in mode: LoopMode) -> Bool {
         let batch: [PerformRequest] = queueLock.withLock {
             guard !performQueue.isEmpty else { return [] }
             var taken: [PerformRequest] = []
@@ -106,9 +111,14 @@ extension ThreadRunLoop {
         return ran
     }
 
+    @inline(__always)
     func hasPendingPerformRequests(for mode: LoopMode) -> Bool {
         guard queuedCount.load(ordering: .acquiring) > 0 else { return false }
-        return queueLock.withLock {
+        return hasPendingPerformRequestsNow(for: mode)
+    }
+
+    private func hasPendingPerformRequestsNow(for mode: LoopMode) -> Bool {
+        queueLock.withLock {
             let modeIsCommon = commonModes.contains(mode)
             return performQueue.contains { $0.isPending(for: mode, modeIsCommon: modeIsCommon) }
         }

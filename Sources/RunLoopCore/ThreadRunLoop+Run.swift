@@ -54,6 +54,13 @@ extension ThreadRunLoop {
     }
 
     /// Steps 2 to 9, repeated until the run has a result.
+    ///
+    /// Most passes have nothing to do for most steps. Each step's "nothing to do" check is
+    /// an inlined guard in front of the function that does the work (`fireDueTimers`,
+    /// `fireReadyDescriptors`, `performQueuedRequests`, `notifyObservers`,
+    /// `runControlActions`, the instruments), so that a pass runs none of the code of a
+    /// step it skips: 2 % of a ping-pong's instructions and 6 % of its instruction-cache
+    /// misses (callgrind), on a path whose code no longer fits the cache.
     private func makePasses(in items: ModeItems, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline <= .now()
@@ -148,8 +155,13 @@ extension ThreadRunLoop {
     }
 
     /// Step 9 for timers: fires each due timer once, earliest first.
+    @inline(__always)
     private func fireDueTimers(in items: ModeItems) {
         guard !items.timers.isEmpty else { return }
+        fireDueTimersNow(in: items)
+    }
+
+    private func fireDueTimersNow(in items: ModeItems) {
         let now = Deadline.now()
         guard items.timers.contains(where: { $0.isValid && $0.fireDate <= now }) else { return } // no allocation
         let due = items.timers.filter { $0.isValid && $0.fireDate <= now }.sorted { $0.fireDate < $1.fireDate }
@@ -183,8 +195,13 @@ extension ThreadRunLoop {
     }
 
     /// Tells the mode's observers of `activity`, in their order.
+    @inline(__always)
     func notifyObservers(of activity: LoopActivity, in items: ModeItems) {
         guard items.observedActivities.contains(activity) else { return }
+        notifyObserversInOrder(of: activity, in: items)
+    }
+
+    private func notifyObserversInOrder(of activity: LoopActivity, in items: ModeItems) {
         for observer in items.observers where observer.isValid && observer.activities.contains(activity) {
             observer.notify(activity)
         }

@@ -186,8 +186,13 @@ public final class ThreadRunLoop: @unchecked Sendable {
     }
 
     /// Runs the cross-thread actions queued since the last pass. Loop thread.
+    @inline(__always)
     func runControlActions() {
         guard queuedCount.load(ordering: .acquiring) > 0 else { return }
+        runControlActionsNow()
+    }
+
+    private func runControlActionsNow() {
         let actions = queueLock.withLock {
             let taken = controlQueue
             controlQueue.removeAll()
