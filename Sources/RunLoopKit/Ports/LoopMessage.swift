@@ -28,17 +28,25 @@ public struct LoopMessage: Sendable, Equatable {
 
     /// The data components, in order.
     public var data: [[UInt8]] {
-        components.compactMap { if case .data(let bytes) = $0 { bytes } else { nil } }
+        var data: [[UInt8]] = []
+        data.reserveCapacity(components.count) // one allocation, not the growth of `compactMap`
+        for case .data(let bytes) in components { data.append(bytes) }
+        return data
     }
 
     /// The port components, in order.
     public var ports: [RemotePort] {
-        components.compactMap { if case .port(let port) = $0 { port } else { nil } }
+        var ports: [RemotePort] = []
+        ports.reserveCapacity(components.count)
+        for case .port(let port) in components { ports.append(port) }
+        return ports
     }
 
-    /// The first data component as UTF-8 text, if it is valid UTF-8.
+    /// The first data component as UTF-8 text, if it is valid UTF-8. Found in place: no
+    /// array of the data components is made for it.
     public var text: String? {
-        data.first.flatMap { String(validating: $0, as: UTF8.self) }
+        for case .data(let bytes) in components { return String(validating: bytes, as: UTF8.self) }
+        return nil
     }
 }
 
