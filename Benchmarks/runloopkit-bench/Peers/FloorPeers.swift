@@ -123,11 +123,8 @@ extension RawZMQ {
     /// follows one); returns its size.
     @inline(__always)
     static func receiveReady(_ socket: ZMQHandle, _ buffer: UnsafeMutableRawPointer, _ capacity: Int) -> Int {
-        while true {
-            let size = zmq_recv(socket.raw, buffer, capacity, ZMQ_DONTWAIT)
-            if size >= 0 { return Int(size) }
-            guard zmq_errno() == EINTR else { fatalError("zmq_recv: \(errorText)") }
-        }
+        guard let size = receiveNow(socket, buffer, capacity) else { fatalError("zmq_recv: nothing waits") }
+        return size
     }
 }
 
