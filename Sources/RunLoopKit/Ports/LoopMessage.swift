@@ -28,18 +28,12 @@ public struct LoopMessage: Sendable, Equatable {
 
     /// The data components, in order.
     public var data: [[UInt8]] {
-        var data: [[UInt8]] = []
-        data.reserveCapacity(components.count) // one allocation, not the growth of `compactMap`
-        for case .data(let bytes) in components { data.append(bytes) }
-        return data
+        components.compactMap { if case .data(let bytes) = $0 { bytes } else { nil } }
     }
 
     /// The port components, in order.
     public var ports: [RemotePort] {
-        var ports: [RemotePort] = []
-        ports.reserveCapacity(components.count)
-        for case .port(let port) in components { ports.append(port) }
-        return ports
+        components.compactMap { if case .port(let port) = $0 { port } else { nil } }
     }
 
     /// The first data component as UTF-8 text, if it is valid UTF-8. Found in place: no
