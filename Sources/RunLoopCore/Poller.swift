@@ -37,9 +37,9 @@ package final class Poller: @unchecked Sendable {
     @exclusivity(unchecked) private var preciseWaitAvailable = true
     /// Reused buffer of ready events, allocated with the poll set; loop thread only.
     @exclusivity(unchecked) private var events: [epoll_event] = []
-    /// Wakes the poll set for far deadlines; made on first use, loop thread only (armed
-    /// before every sleep of a requester: two run-time exclusivity checks, ~150
-    /// instructions, each time it was checked).
+    /// Wakes the poll set for far deadlines; made on first use, loop thread only. Armed
+    /// before every sleep of a requester, so exempt from run-time exclusivity checks
+    /// (two per arming, ~150 instructions).
     @exclusivity(unchecked) private var farDeadlineTimer: FarDeadlineTimer?
 
     init() {

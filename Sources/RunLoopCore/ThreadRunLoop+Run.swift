@@ -59,8 +59,8 @@ extension ThreadRunLoop {
     /// an inlined guard in front of the function that does the work (`fireDueTimers`,
     /// `fireReadyDescriptors`, `performQueuedRequests`, `notifyObservers`,
     /// `runControlActions`, the instruments), so that a pass runs none of the code of a
-    /// step it skips: 2 % of a ping-pong's instructions and 6 % of its instruction-cache
-    /// misses (callgrind), on a path whose code no longer fits the cache.
+    /// step it skips (in a ping-pong, 2 % of the instructions and 6 % of the L1i misses
+    /// that callgrind's cache simulation counts).
     private func makePasses(in items: ModeItems, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline <= .now()

@@ -24,7 +24,7 @@ final class DeadlineTests: XCTestCase {
 
     func testADurationInNanosecondsTruncatesTowardZeroAndSaturates() {
         XCTAssertEqual(Duration.seconds(3).totalNanoseconds, 3_000_000_000)
-        XCTAssertEqual((Duration.milliseconds(-1500)).totalNanoseconds, -1_500_000_000)
+        XCTAssertEqual(Duration.milliseconds(-1500).totalNanoseconds, -1_500_000_000)
         XCTAssertEqual(Duration(secondsComponent: 0, attosecondsComponent: 1_999_999_999).totalNanoseconds, 1)
         XCTAssertEqual(Duration(secondsComponent: 0, attosecondsComponent: -1_999_999_999).totalNanoseconds, -1)
         XCTAssertEqual(Duration.seconds(Int64.max).totalNanoseconds, .max)
