@@ -8,31 +8,15 @@
 //
 // Both threads of the ping-pong run on CPU 0; the stream's receiver on CPU 0 and its
 // sender on CPU 1, as in runloopkit-bench's default placement.
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
+#include "experiment.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <zmq.h>
 
 enum { COUNT = 200000 };
 static int frames;
 static void *context;
-
-static double now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 static void send_message(void *socket) {
     static char header[21], data[64], whole[21 + 64 + 8];
@@ -65,11 +49,6 @@ static void *stream_sender(void *unused) {
     for (int i = 0; i < COUNT * 5; i++) send_message(socket);
     zmq_close(socket);
     return unused;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
