@@ -1,6 +1,7 @@
 // What the experiments here share: a monotonic clock in nanoseconds, pinning the calling
-// thread to one CPU, and an order for qsort of samples. Included by zmq-frames.c and
-// code-footprint.c (a quoted include finds it beside them; no -I needed).
+// thread to one CPU, and an order for qsort of samples. Included by zmq-frames.c,
+// code-footprint.c and primitive-costs.c (a quoted include finds it beside them; no -I
+// needed).
 #ifndef RUNLOOPKIT_EXPERIMENT_H
 #define RUNLOOPKIT_EXPERIMENT_H
 #define _GNU_SOURCE
