@@ -59,8 +59,8 @@ extension ThreadRunLoop {
     /// an inlined guard in front of the function that does the work (`fireDueTimers`,
     /// `fireReadyDescriptors`, `performQueuedRequests`, `notifyObservers`,
     /// `runControlActions`; the instruments' per-pass calls are inlined whole), so that a
-    /// pass runs none of the code of a step it skips (in a ping-pong, 2 % of the instructions and 6 % of the L1i misses
-    /// that callgrind's cache simulation counts).
+    /// pass runs none of the code of a step it skips (in a ping-pong, 2 % of the
+    /// instructions and 6 % of the L1i misses that callgrind's cache simulation counts).
     private func makePasses(in items: ModeItems, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline <= .now()
