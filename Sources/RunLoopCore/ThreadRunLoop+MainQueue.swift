@@ -13,7 +13,7 @@ import Glibc
 /// `_dispatch_get_main_queue_handle_4CF()`, an eventfd it writes whenever work is queued
 /// to the main queue, and `_dispatch_main_queue_callback_4CF`, which runs what is queued,
 /// on the main thread. The loop registers the eventfd in its poll set at its first run in a
-/// common mode (and drains once then, for work queued before the eventfd existed); it is
+/// common mode (and drains then if work was queued before); it is
 /// watched only while the running mode is a common one; when it is ready the pass reads
 /// it and drains the queue in step 9, as a handled source — as `__CFRunLoopRun` does.
 ///
@@ -38,14 +38,17 @@ extension ThreadRunLoop {
         isMain && !isDrainingMainQueue && commonModes.contains(items.mode)
     }
 
-    /// On the main loop's first run in a common mode: registers the main queue's eventfd
-    /// and queues a first drain, for work queued before libdispatch had the eventfd.
+    /// On the main loop's first run in a common mode: registers the main queue's eventfd,
+    /// and queues a first drain if work is already waiting. libdispatch creates the eventfd
+    /// on the first wake-up of the main queue if nobody asked for it yet, and writes it, so
+    /// work queued before this run shows as a readable eventfd; a drain queued without
+    /// work would count as a handled source that was none of the user's.
     func prepareMainQueueIfNeeded(for mode: LoopMode) {
         guard isMain, descriptors.mainQueue == nil, commonModes.contains(mode) else { return }
         let handle = _dispatch_get_main_queue_handle_4CF()
         guard handle >= 0 else { return } // this libdispatch has no main-queue handle
         _ = descriptors.registerMainQueue(handle)
-        descriptors.mainQueueReady()
+        if isReadable(handle) { descriptors.mainQueueReady() }
     }
 
     /// Whether the main queue has work for a run in `items`' mode: its eventfd was reported
@@ -53,8 +56,12 @@ extension ThreadRunLoop {
     /// empty mode).
     func mainQueueHasWork(in items: ModeItems) -> Bool {
         guard mainQueueWanted(in: items), let registration = descriptors.mainQueue else { return false }
-        if registration.isReady { return true }
-        var entry = pollfd(fd: registration.descriptor, events: Int16(POLLIN), revents: 0)
+        return registration.isReady || isReadable(registration.descriptor)
+    }
+
+    /// Whether the main queue's eventfd counts a wake-up not yet read (one `poll`).
+    private func isReadable(_ eventfd: Int32) -> Bool {
+        var entry = pollfd(fd: eventfd, events: Int16(POLLIN), revents: 0)
         return (try? systemCall("poll(main queue eventfd)") { poll(&entry, 1, 0) }) == 1
     }
 
@@ -72,7 +79,7 @@ extension ThreadRunLoop {
     func drainMainQueue() {
         guard let registration = descriptors.mainQueue else { return }
         var count: UInt64 = 0
-        // EAGAIN: nothing was counted (the first drain, or a wake-up already read).
+        // EAGAIN: nothing was counted (a wake-up already read).
         _ = try? systemCall("read(main queue eventfd)") { read(registration.descriptor, &count, 8) }
         isDrainingMainQueue = true
         defer { isDrainingMainQueue = false }

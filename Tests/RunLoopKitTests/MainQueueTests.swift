@@ -195,4 +195,18 @@ final class MainQueueTests: XCTestCase {
         XCTAssertNil(facts["main-loop-perform-ran"])
         XCTAssertEqual(facts["main-loop-perform-state"], "cancelled")
     }
+
+    // MARK: - The main loop's first run in a common mode (a probe process each, so that it is the first)
+
+    func testTheMainLoopsFirstRunAfterABlockingRequestHandlesNothingOfTheUsersAndTimesOut() throws {
+        let facts = try probe("request-then-run")
+        XCTAssertEqual(facts["run-result"], "timedOut",
+                       "no main-queue work and no source of the user's: the run is not ended by the library's plumbing")
+    }
+
+    func testMainQueueWorkQueuedBeforeTheMainLoopFirstRunsRunsInItsFirstRunAsAHandledSource() throws {
+        let facts = try probe("queued-then-run")
+        XCTAssertEqual(facts["queued-work-ran"], "true")
+        XCTAssertEqual(facts["run-result"], "handledSource")
+    }
 }

@@ -5,6 +5,8 @@
 //   async-main          awaits, as any async main does, and reports where code runs
 //   async-main-handoff  hands the main thread to the main loop before its first await
 //   dispatch-main       calls dispatchMain(), as a Dispatch-based tool does
+//   request-then-run    makes a blocking request, then runs the main loop's default mode once
+//   queued-then-run     queues main-queue work, then runs the main loop's default mode once
 import Dispatch
 import Glibc
 import RunLoopKit
@@ -22,6 +24,8 @@ struct MainQueueProbe {
         case "async-main": await asyncMain()
         case "async-main-handoff": handOff()
         case "dispatch-main": callDispatchMain()
+        case "request-then-run": requestThenRun()
+        case "queued-then-run": queuedThenRun()
         default:
             print("unknown mode '\(mode)'")
             exit(2)
@@ -75,5 +79,39 @@ struct MainQueueProbe {
             }
         }
         dispatchMain()
+    }
+
+    /// The main loop's first run in a common mode, after a blocking request (which ran the
+    /// loop in its private reply mode): nothing of the user's is handled, so a run that
+    /// returns after a handled source times out.
+    static func requestThenRun() {
+        let server = try! WorkerThread(name: "probe-server")
+        let port = try! server.performAndWait { () throws -> RemotePort in
+            let port = try LocalPort { request in LoopMessage(id: request.id) }
+            ThreadRunLoop.current.add(port, to: .default)
+            return port.remote
+        }
+        _ = try! port.sendRequest(LoopMessage(id: 1))
+        print("run-result=\(runDefaultModeOnce())")
+        server.stop()
+        exit(0)
+    }
+
+    /// Main-queue work queued before the main loop ever ran in a common mode runs in its
+    /// first run, as a handled source.
+    static func queuedThenRun() {
+        DispatchQueue.main.async { print("queued-work-ran=true") }
+        print("run-result=\(runDefaultModeOnce())")
+        exit(0)
+    }
+
+    /// One run of the main loop's default mode, kept from being empty by a source nobody
+    /// signals, that returns after a handled source or 300 ms.
+    static func runDefaultModeOnce() -> RunResult {
+        let loop = ThreadRunLoop.main
+        let keepAlive = InputSource {}
+        loop.add(keepAlive, to: .default)
+        defer { keepAlive.invalidate() }
+        return loop.run(mode: .default, timeout: .milliseconds(300), returnAfterSourceHandled: true)
     }
 }
