@@ -8,7 +8,7 @@
 /// |----------|--------------------------------------------------|
 /// | 0..<3    | magic, ASCII "RLK"                               |
 /// | 3        | version, 2                                       |
-/// | 4        | kind: 0 message, 1 request, 2 reply              |
+/// | 4        | kind: 0 message, 1 request, 2 reply, 3 failure   |
 /// | 5        | flags, 0                                         |
 /// | 6..<8    | component count N, UInt16 little-endian          |
 /// | 8..<12   | message id, Int32 little-endian                  |

@@ -6,6 +6,9 @@ package enum WireKind: UInt8, Sendable {
     case request = 1
     /// A reply to a request: its correlation id and message id are the request's.
     case reply = 2
+    /// In place of a reply, when the request's handler failed: its correlation id and
+    /// message id are the request's, and one data component says why (UTF-8).
+    case failure = 3
 }
 
 /// One component of a wire message.

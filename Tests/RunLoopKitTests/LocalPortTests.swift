@@ -232,15 +232,42 @@ final class LocalPortTests: XCTestCase {
         XCTAssertTrue(runCurrentLoop { handled == [1, 3] }, "the loop went on after the throw")
         XCTAssertEqual(reported.map(\.0), [Refused(id: 2)])
         XCTAssertEqual(port.statistics.handlerErrors, 1)
+        // A request whose handler throws: the failure comes back in place of the reply, so
+        // the requester learns of it within the round trip (a timeout here would take 60 s
+        // and be `receiveTimedOut`).
         let failure = LockedValue<PortError?>(nil)
         let requester = TestThread {
-            do { _ = try port.remote.sendRequest(LoopMessage(id: 7), sendTimeout: .seconds(5), receiveTimeout: .milliseconds(300)) }
+            do { _ = try port.remote.sendRequest(LoopMessage(id: 7), sendTimeout: .seconds(5), receiveTimeout: .seconds(60)) }
             catch { failure.withLock { $0 = error as? PortError } }
         }
         XCTAssertTrue(runCurrentLoop { reported.count == 2 })
         requester.join()
-        XCTAssertEqual(failure.withLock { $0 }, .receiveTimedOut(port.remote.address), "a request whose handler threw gets no reply")
+        XCTAssertEqual(failure.withLock { $0 }, .remoteHandlerFailed(port.remote.address, reason: "Refused(id: 7)"))
         port.invalidate()
+    }
+
+    func testAnAsyncRequestWhoseHandlerThrowsFailsWithTheHandlersReason() async throws {
+        struct NoSuchJob: Error, CustomStringConvertible { var description: String { "no such job: 42" } }
+        let server = LoopThread { loop in
+            let port = try! LocalPort(name: "failing-\(getpid())") { _ in throw NoSuchJob() }
+            loop.add(port, to: .default)
+        }
+        defer { server.stop() }
+        let remote = try RemotePort(named: "failing-\(getpid())")
+        do {
+            _ = try await remote.request(LoopMessage(id: 3), receiveTimeout: .seconds(60))
+            XCTFail("the request succeeded")
+        } catch let error as PortError {
+            XCTAssertEqual(error, .remoteHandlerFailed(remote.address, reason: "no such job: 42"))
+        }
+    }
+
+    func testAFailureReplySaysAtMostAKibibyteCutAtACharacterBoundary() {
+        struct Long: Error, CustomStringConvertible { var description: String { String(repeating: "é", count: 600) } }
+        let reason = LocalPort.failureReason(Long())
+        XCTAssertEqual(reason, String(repeating: "é", count: 512), "two bytes a character, cut between characters")
+        struct Short: Error {}
+        XCTAssertEqual(LocalPort.failureReason(Short()), "Short()")
     }
 
     func testInvalidatingFromAnotherThreadClosesThePortOnItsOwnThread() throws {

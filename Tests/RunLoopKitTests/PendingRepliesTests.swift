@@ -12,25 +12,25 @@ final class PendingRepliesTests: XCTestCase {
         let replies = PendingReplies()
         replies.begin(1)
         XCTAssertNil(replies.take(1))
-        XCTAssertTrue(replies.received(LoopMessage(id: 1, text: "answer"), for: 1))
-        XCTAssertEqual(replies.take(1)?.text, "answer")
+        XCTAssertTrue(replies.received(.success(LoopMessage(id: 1, text: "answer")), for: 1))
+        XCTAssertEqual((try? replies.take(1)?.get())?.text, "answer")
         XCTAssertNil(replies.take(1))
     }
 
     func testASecondReplyToTheSameRequestIsRefusedAndTheFirstIsKept() {
         let replies = PendingReplies()
         replies.begin(7)
-        XCTAssertTrue(replies.received(LoopMessage(id: 1, text: "first"), for: 7))
-        XCTAssertFalse(replies.received(LoopMessage(id: 1, text: "second"), for: 7))
-        XCTAssertEqual(replies.take(7)?.text, "first")
+        XCTAssertTrue(replies.received(.success(LoopMessage(id: 1, text: "first")), for: 7))
+        XCTAssertFalse(replies.received(.success(LoopMessage(id: 1, text: "second")), for: 7))
+        XCTAssertEqual((try? replies.take(7)?.get())?.text, "first")
     }
 
     func testAReplyToAnAbandonedOrUnknownRequestIsRefused() {
         let replies = PendingReplies()
         replies.begin(3)
         replies.abandon(3)
-        XCTAssertFalse(replies.received(LoopMessage(id: 1), for: 3))
-        XCTAssertFalse(replies.received(LoopMessage(id: 1), for: 103))
+        XCTAssertFalse(replies.received(.success(LoopMessage(id: 1)), for: 3))
+        XCTAssertFalse(replies.received(.success(LoopMessage(id: 1)), for: 103))
         XCTAssertNil(replies.take(3))
     }
 
@@ -38,9 +38,19 @@ final class PendingRepliesTests: XCTestCase {
         let replies = PendingReplies()
         replies.begin(1)
         replies.begin(2)
-        XCTAssertTrue(replies.received(LoopMessage(id: 1, text: "outer"), for: 1))
-        XCTAssertTrue(replies.received(LoopMessage(id: 2, text: "inner"), for: 2))
-        XCTAssertEqual(replies.take(2)?.text, "inner")
-        XCTAssertEqual(replies.take(1)?.text, "outer")
+        XCTAssertTrue(replies.received(.success(LoopMessage(id: 1, text: "outer")), for: 1))
+        XCTAssertTrue(replies.received(.success(LoopMessage(id: 2, text: "inner")), for: 2))
+        XCTAssertEqual((try? replies.take(2)?.get())?.text, "inner")
+        XCTAssertEqual((try? replies.take(1)?.get())?.text, "outer")
+    }
+
+    func testAFailureInPlaceOfAReplyIsTakenOnceAsThatFailure() {
+        let replies = PendingReplies()
+        replies.begin(5)
+        let failure = PortError.remoteHandlerFailed(PortAddress(unchecked: "inproc://x"), reason: "no such job")
+        XCTAssertTrue(replies.received(.failure(failure), for: 5))
+        XCTAssertFalse(replies.received(.success(LoopMessage(id: 1)), for: 5), "the failure settled the request")
+        XCTAssertThrowsError(try replies.take(5)?.get()) { XCTAssertEqual($0 as? PortError, failure) }
+        XCTAssertNil(replies.take(5))
     }
 }

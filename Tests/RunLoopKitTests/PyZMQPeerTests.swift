@@ -33,6 +33,10 @@ final class PyZMQPeerTests: XCTestCase {
         var answers: [String] = []
         var requests: [LoopMessage] = []
         var done = false
+        struct JobRefused: Error, CustomStringConvertible {
+            let job: String
+            var description: String { "job refused: \(job)" }
+        }
         let port = try LocalPort(name: mainName) { message in
             switch message.id {
             case 100: checkIn = message
@@ -43,6 +47,7 @@ final class PyZMQPeerTests: XCTestCase {
                 // On the wire the reply carries the request's id (7) whatever id this
                 // returns (docs/wire-format.md, "Requests and replies"); the peer checks it.
                 return LoopMessage(id: 8, components: [.data(Array("pong:".utf8) + (message.data.first ?? []))])
+            case 9: throw JobRefused(job: message.text ?? "?") // the peer checks the failure it gets
             default: XCTFail("unexpected message \(message.id) from the peer")
             }
             return nil
@@ -97,7 +102,8 @@ final class PyZMQPeerTests: XCTestCase {
         }
         try worker.send(LoopMessage(id: 1, text: "job-42"))
 
-        // The answer (2), the peer's request (7, answered by the handler), then "done" (3).
+        // The answer (2), the peer's requests (7, answered by the handler; 9, whose handler
+        // throws), then "done" (3).
         guard runCurrentLoop(safetyNet: .seconds(30), until: { done || (peerExited && peer.terminationStatus != 0) }), done else {
             return XCTFail("the peer did not finish; \(peerReport())")
         }
@@ -113,7 +119,8 @@ final class PyZMQPeerTests: XCTestCase {
         // each reply (kind, correlation id, data), read from the socket the request left by.
         XCTAssertEqual(requests.map(\.text), ["ping", "ping"])
         XCTAssertEqual(requests.map(\.replyPort), [nil, nil], "a requester needs no port of its own")
-        XCTAssertEqual(port.statistics.messagesReceived, 5)
+        XCTAssertEqual(port.statistics.messagesReceived, 6)
+        XCTAssertEqual(port.statistics.handlerErrors, 1)
         XCTAssertEqual(port.statistics.messagesDropped, 0)
         XCTAssertEqual(port.statistics.repliesFailed, 0)
     }

@@ -110,6 +110,21 @@ final class WireCodecTests: XCTestCase {
         XCTAssertEqual(WireCodec.encode(expected), frames)
     }
 
+    /// The failure example of `docs/wire-format.md`, read from the document itself: what
+    /// a port sends when the handler of request 9 (correlation id 0x1235) threw.
+    func testTheDocumentedFailureExampleIsWhatTheEncoderWrites() throws {
+        let document = try String(contentsOfFile: #filePath.replacingOccurrences(
+            of: "Tests/RunLoopKitTests/WireCodecTests.swift", with: "docs/wire-format.md"), encoding: .utf8)
+        let marker = "The failure's frame 0 in hex: `"
+        let start = try XCTUnwrap(document.range(of: marker)?.upperBound, "the document shows the failure's header")
+        let hex = document[start...].prefix { $0 != "`" }
+        let header = hex.split(separator: " ").map { UInt8($0, radix: 16)! }
+        let failure = WireMessage(kind: .failure, messageID: 9, correlationID: 0x1235,
+                                  components: [.data(Array("job refused: fail".utf8))])
+        XCTAssertEqual(WireCodec.encode(failure).first, header)
+        XCTAssertEqual(try WireCodec.decode([header, [], Array("job refused: fail".utf8)]), failure)
+    }
+
     // MARK: - One test per error
 
     func testNoFramesIsRejected() {
@@ -136,7 +151,7 @@ final class WireCodecTests: XCTestCase {
     }
 
     func testAnUnknownKindIsRejected() {
-        assertDecodeThrows([header(kind: 3), []], .unknownKind(3))
+        assertDecodeThrows([header(kind: 4), []], .unknownKind(4))
     }
 
     func testReservedFlagsAreRejected() {

@@ -13,6 +13,8 @@ RunLoopKit port, then makes a request of it:
    reads the reply from the same socket (kind 2, same correlation id, the request's
    message id, data b"pong:ping"); then the same request from a REQ socket, whose
    empty delimiter frame the port sends back with the reply;
+   then a request (message 9, data b"fail") whose handler throws: the port answers with a
+   failure (kind 3, same correlation id and message id, one data component: the reason);
 5. sends message 3, b"done", prints a one-line summary and exits 0.
 
 Any protocol violation or timeout: a message on stderr and exit status 1. Every wait
@@ -33,7 +35,7 @@ import zmq
 
 MAGIC = b"RLK"
 VERSION = 2
-KIND_MESSAGE, KIND_REQUEST, KIND_REPLY = 0, 1, 2
+KIND_MESSAGE, KIND_REQUEST, KIND_REPLY, KIND_FAILURE = 0, 1, 2, 3
 DATA, PORT = 0, 1
 
 # magic, version, kind, flags, component count, message id, correlation id; all
@@ -75,7 +77,7 @@ def decode(frames):
         raise ProtocolError(f"unknown version {version}")
     if flags != 0:
         raise ProtocolError(f"nonzero flags {flags:#x}")
-    if kind not in (KIND_MESSAGE, KIND_REQUEST, KIND_REPLY):
+    if kind not in (KIND_MESSAGE, KIND_REQUEST, KIND_REPLY, KIND_FAILURE):
         raise ProtocolError(f"unknown kind {kind}")
     if len(header) != HEADER.size + count:
         raise ProtocolError(f"header of {len(header)} bytes for {count} component(s)")
@@ -110,6 +112,7 @@ def check_address(address):
 TIMEOUT_MS = 20_000
 CORRELATION = 0x1234
 EXPECTED_REPLY = b"pong:ping"
+EXPECTED_FAILURE = b"job refused: fail"
 
 
 def receive(socket, what, routed=False):
@@ -180,6 +183,14 @@ def run(own_path, main_path, ctx):
     req.send_multipart(encode(KIND_REQUEST, 7, [(DATA, b"ping")], correlation=CORRELATION))
     check_reply(receive(req, "the reply to request 7 from a REQ socket"), "the reply on the REQ")
     req.close()
+    # A request whose handler throws: a failure comes back in place of the reply.
+    dealer.send_multipart(encode(KIND_REQUEST, 9, [(DATA, b"fail")], correlation=CORRELATION + 1))
+    failure = receive(dealer, "the failure of request 9")
+    expect(failure.kind == KIND_FAILURE, f"the failure: kind {failure.kind}, not {KIND_FAILURE}")
+    expect(failure.correlation == CORRELATION + 1, f"the failure: correlation id {failure.correlation:#x}")
+    expect(failure.msgid == 9, f"the failure: message id {failure.msgid}, not the request's (9)")
+    expect(failure.components == [(DATA, EXPECTED_FAILURE)],
+           f"the failure: components {failure.components!r}, not [data {EXPECTED_FAILURE!r}]")
 
     # 5. Done.
     dealer.send_multipart(encode(KIND_MESSAGE, 3, [(DATA, b"done")]))
@@ -188,7 +199,7 @@ def run(own_path, main_path, ctx):
     port.close()
     return (f"pyzmq peer ok: checked in as {own_address.decode()}; job {job_data!r} -> "
             f"{job_data.upper()!r}; request 7 (correlation {CORRELATION:#x}) from a DEALER and from a REQ -> "
-            f"{EXPECTED_REPLY!r}; pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}")
+            f"{EXPECTED_REPLY!r}; request 9 -> failure {EXPECTED_FAILURE!r}; pyzmq {zmq.pyzmq_version()}, libzmq {zmq.zmq_version()}")
 
 
 def main():

@@ -91,10 +91,11 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         ThreadRunLoop.current.add(timer, to: .default)
     }
 
-    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+    func received(_ outcome: Result<LoopMessage, PortError>, for id: UInt64) -> Bool {
         guard let exchange = inFlight.removeValue(forKey: id) else { return false }
         exchange.timer?.invalidate()
         exchange.connection?.replySettled()
-        return exchange.finish(.success(reply)) // false: cancelled meanwhile, so the reply came late
+        // false: cancelled meanwhile, so the reply came late
+        return exchange.finish(outcome.mapError { $0 })
     }
 }

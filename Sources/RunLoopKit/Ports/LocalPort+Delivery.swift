@@ -53,22 +53,27 @@ extension LocalPort: PortSourceDriver {
             _ = handle(envelope.message)
         case .request:
             guard handler != nil else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
-            guard case .some(let answer) = handle(envelope.message) else { return } // it threw: no reply
             // The reply carries the request's id whatever the handler put in it (wire format).
-            var reply = answer ?? LoopMessage(id: envelope.message.id)
-            reply.id = envelope.message.id
-            sendReply(reply, correlationID: envelope.correlationID, via: envelope.returnPath)
-        case .reply:
+            switch handle(envelope.message) {
+            case .success(let answer):
+                var reply = answer ?? LoopMessage(id: envelope.message.id)
+                reply.id = envelope.message.id
+                sendReply(reply, as: .reply, correlationID: envelope.correlationID, via: envelope.returnPath)
+            case .failure(let error):
+                let failure = LoopMessage(id: envelope.message.id, text: LocalPort.failureReason(error))
+                sendReply(failure, as: .failure, correlationID: envelope.correlationID, via: envelope.returnPath)
+            }
+        case .reply, .failure:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.
-            drop(.lateReply, "a reply sent to a port, correlation id \(envelope.correlationID)")
+            drop(.lateReply, "a \(envelope.kind) sent to a port, correlation id \(envelope.correlationID)")
         }
     }
 
-    /// Calls the handler; nil if it threw, after reporting the error.
-    private func handle(_ message: LoopMessage) -> LoopMessage?? {
-        guard let handler else { return nil }
+    /// Calls the handler; its error, after reporting it, if it threw.
+    private func handle(_ message: LoopMessage) -> Result<LoopMessage?, any Error> {
+        guard let handler else { return .success(nil) }
         do {
-            return .some(try handler(message))
+            return .success(try handler(message))
         } catch {
             statistics.countHandlerError()
             if let handlerErrorHandler {
@@ -78,17 +83,35 @@ extension LocalPort: PortSourceDriver {
                     "port": "\(self)", "message": "\(message.id)", "error": "\(error)",
                 ])
             }
-            return nil
+            return .failure(error)
         }
     }
 
-    /// Sends a reply back over the connection its request came in on, without waiting: a
-    /// requester that is gone, or that does not read its replies, costs it its reply, never
-    /// the loop its time.
-    private func sendReply(_ reply: LoopMessage, correlationID: UInt64, via returnPath: ReturnPath?) {
+    /// The most bytes of a handler's error description a failure reply carries.
+    static let maxFailureReasonBytes = 1024
+
+    /// What a failure reply says of `error`: its description, cut at a character boundary
+    /// to at most `maxFailureReasonBytes` of UTF-8.
+    static func failureReason(_ error: any Error) -> String {
+        let description = String(describing: error)
+        guard description.utf8.count > maxFailureReasonBytes else { return description }
+        var reason = ""
+        var bytes = 0
+        for character in description {
+            bytes += character.utf8.count
+            guard bytes <= maxFailureReasonBytes else { break }
+            reason.append(character)
+        }
+        return reason
+    }
+
+    /// Sends a reply (or a failure in its place) back over the connection its request came
+    /// in on, without waiting: a requester that is gone, or that does not read its replies,
+    /// costs it its reply, never the loop its time.
+    private func sendReply(_ reply: LoopMessage, as kind: WireKind, correlationID: UInt64, via returnPath: ReturnPath?) {
         guard let socket, let returnPath else { return drop(.replyNotSent, "the port is closed") }
         do {
-            guard try socket.send(reply, as: .reply, correlationID: correlationID, dontWait: true, via: returnPath) else {
+            guard try socket.send(reply, as: kind, correlationID: correlationID, dontWait: true, via: returnPath) else {
                 return drop(.replyNotSent, "the requester's connection is full: it does not read its replies")
             }
         } catch where error.code == .hostUnreachable {

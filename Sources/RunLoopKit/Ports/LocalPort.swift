@@ -23,7 +23,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// components are the reply, sent with the request's id (an empty reply if nil); for
     /// other messages the return value is ignored. A handler may throw: the error is
     /// reported (see `handlerErrorHandler`), the loop goes on, and a request whose handler
-    /// threw gets no reply (its requester times out).
+    /// threw is answered with the failure in place of a reply: its requester's
+    /// `sendRequest` or `request` throws `PortError.remoteHandlerFailed` with the error's
+    /// description (at most 1,024 bytes), within the round trip.
     public typealias Handler = (LoopMessage) throws -> LoopMessage?
 
     /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.

@@ -13,11 +13,12 @@ final class PendingReplies: ReplyReceiver {
 
     var replyMode: LoopMode { PendingReplies.mode }
 
-    /// A request waited on, and its reply once it came. (A struct, not a tuple: the
-    /// standard library copies a tuple holding a message through generic witnesses.)
+    /// A request waited on, and its reply (or the remote handler's failure) once it came.
+    /// (A struct, not a tuple: the standard library copies a tuple holding a message
+    /// through generic witnesses.)
     private struct Waiting {
         let id: UInt64
-        var reply: LoopMessage?
+        var reply: Result<LoopMessage, PortError>?
     }
 
     /// Its thread's alone (like the `ThreadPortState` that holds it), so without run-time
@@ -29,8 +30,8 @@ final class PendingReplies: ReplyReceiver {
         waiting.append(Waiting(id: id))
     }
 
-    /// The reply to `id` if it came; it is then no longer waited for.
-    func take(_ id: UInt64) -> LoopMessage? {
+    /// The reply to `id` (or its handler's failure) if it came; it is then no longer waited for.
+    func take(_ id: UInt64) -> Result<LoopMessage, PortError>? {
         guard let index = index(of: id), waiting[index].reply != nil else { return nil }
         return waiting.remove(at: index).reply
     }
@@ -41,9 +42,9 @@ final class PendingReplies: ReplyReceiver {
         waiting.remove(at: index)
     }
 
-    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+    func received(_ outcome: Result<LoopMessage, PortError>, for id: UInt64) -> Bool {
         guard let index = index(of: id), waiting[index].reply == nil else { return false }
-        waiting[index].reply = reply
+        waiting[index].reply = outcome
         return true
     }
 

@@ -147,7 +147,8 @@ final class PortConnection: PortSourceDriver {
         return events.contains(.pollIn)
     }
 
-    /// Receives one reply without blocking and hands it to the thread's `ReplyReceiver`.
+    /// Receives one reply (or a remote handler's failure) without blocking and hands it to
+    /// the thread's `ReplyReceiver`.
     package func handleOneMessage() -> PortDelivery {
         let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
         do {
@@ -166,11 +167,18 @@ final class PortConnection: PortSourceDriver {
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
-        guard case .reply = envelope.kind else {
+        let outcome: Result<LoopMessage, PortError>
+        switch envelope.kind {
+        case .reply:
+            outcome = .success(envelope.message)
+        case .failure:
+            let reason = envelope.message.text ?? "(no reason given)"
+            outcome = .failure(.remoteHandlerFailed(destination.address, reason: reason))
+        case .message, .request:
             drop(.malformed, "a \(envelope.kind) where only replies come back")
             return .dropped
         }
-        guard state.replyReceiver.received(envelope.message, for: envelope.correlationID) else {
+        guard state.replyReceiver.received(outcome, for: envelope.correlationID) else {
             drop(.lateReply, "late, repeated or unknown reply, correlation id \(envelope.correlationID)")
             return .dropped
         }

@@ -12,6 +12,9 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case sendTimedOut(PortAddress)
     /// No reply arrived before the receive timeout.
     case receiveTimedOut(PortAddress)
+    /// The remote port's handler threw while handling the request: `reason` is what the
+    /// port said of the error (its description, at most 1,024 bytes of UTF-8).
+    case remoteHandlerFailed(PortAddress, reason: String)
     /// The port at this address was invalidated (known for ports of this process).
     case remoteInvalid(PortAddress)
     /// The name is held by a live port, in this process or another: the holder's pid
@@ -41,6 +44,7 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         switch self {
         case .sendTimedOut(let address): "send to \(address) timed out: the peer did not take the message"
         case .receiveTimedOut(let address): "no reply from \(address) before the receive timeout"
+        case .remoteHandlerFailed(let address, let reason): "the handler of \(address) failed: \(reason)"
         case .remoteInvalid(let address): "the port at \(address) was invalidated"
         case .nameInUse(let name, let holder):
             "the port name '\(name)' is held by a live port\(holder.map { " (process \($0))" } ?? "")"

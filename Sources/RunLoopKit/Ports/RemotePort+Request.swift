@@ -10,7 +10,8 @@ extension RemotePort {
     ///
     /// Throws `sendTimedOut` if the remote does not take the request within `sendTimeout`,
     /// `receiveTimedOut` if no reply comes within `receiveTimeout` after it was sent
-    /// (a vanished remote shows as one of these), `authenticationFailed` if a CURVE
+    /// (a vanished remote shows as one of these), `remoteHandlerFailed` as soon as the
+    /// remote handler's failure comes back in its place, `authenticationFailed` if a CURVE
     /// handshake fails, or a system error (`.system`).
     public func sendRequest(_ message: LoopMessage, sendTimeout: Duration = .seconds(5),
                             receiveTimeout: Duration = .seconds(5)) throws(PortError) -> LoopMessage {
@@ -26,7 +27,7 @@ extension RemotePort {
         while true {
             // The reply cannot have come yet: run first, then look.
             _ = loop.run(mode: PendingReplies.mode, until: deadline, returnAfterSourceHandled: true)
-            if let reply = replies.take(id) { return reply }
+            if let outcome = replies.take(id) { return try outcome.get() }
             guard Deadline.now() < deadline else {
                 replies.abandon(id)
                 throw PortError.loggedTimeout(.receiveTimedOut(address))
@@ -44,7 +45,8 @@ extension RemotePort {
     ///
     /// Throws `PortError.sendTimedOut` if the remote does not take the request within
     /// `sendTimeout`, `receiveTimedOut` if no reply comes within `receiveTimeout` after it
-    /// was sent, `remoteInvalid`, or a system error (`.system`), as `sendRequest` does.
+    /// was sent, `remoteHandlerFailed`, `remoteInvalid`, or a system error (`.system`), as
+    /// `sendRequest` does.
     ///
     /// Cancelling the task ends the wait at once with `CancellationError`, whatever stage the
     /// request is at: if it was not sent yet it never is; if it was, its reply is dropped
