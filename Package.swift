@@ -81,6 +81,10 @@ let package = Package(
             ],
             path: "Benchmarks/runloopkit-bench"
         ),
+        // Allocations per message, counted by an interposed malloc (CI runs it in release).
+        .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
+        .executableTarget(name: "alloc-counter", dependencies: ["RunLoopKit", "CMallocCounter"],
+                          path: "Benchmarks/alloc-counter"),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
         .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopWire"], path: "Fuzz/wire-decoder"),
         // What an async main and dispatchMain() do to the main loop, for MainQueueTests.

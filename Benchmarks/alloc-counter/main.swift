@@ -1,0 +1,192 @@
+// alloc-counter: heap allocations per message on RunLoopKit's message path, counted by an
+// interposed malloc (CMallocCounter) on the thread that makes them, as SwiftNIO's
+// allocation-counter tests count theirs. Each scenario has a budget beside it; with
+// `--check` the program exits 1 if any count is over its budget. CI runs it on a release
+// build (`.ci/run`); docs/benchmarks.md ("Allocations per message") has today's figures.
+//
+//   swift run -c release alloc-counter [--check] [--messages N]
+//
+// The messages are built once and sent again and again, so that only the library's own
+// allocations are counted, not the caller's. Payloads of 16 bytes keep every frame at or
+// under 33 bytes, which libzmq carries inside its message structure without allocating,
+// so at 16 bytes every allocation counted is RunLoopKit's; at 64 bytes libzmq allocates
+// the frame itself (one on the sending thread, freed by the receiving one).
+import CMallocCounter
+import Dispatch
+import Glibc
+import RunLoopKit
+
+/// One figure: allocations per message on one thread, and the most allowed.
+struct Figure {
+    let name: String
+    let perMessage: Double
+    /// nil: reported, not checked.
+    let budget: Double?
+
+    var isOverBudget: Bool { budget.map { perMessage > $0 + 0.05 } ?? false }
+}
+
+/// Allocations the calling thread makes while `body` runs, per `count`.
+func allocations(per count: Int, _ body: () throws -> Void) rethrows -> Double {
+    let before = rlk_thread_allocations()
+    try body()
+    return Double(rlk_thread_allocations() - before) / Double(count)
+}
+
+/// A port on a loop thread of its own that counts the allocations its thread makes while
+/// delivering messages: from the first message of a round to the last.
+final class CountingServer: @unchecked Sendable {
+    let worker: WorkerThread
+    private(set) var remote: RemotePort! // set once, in init
+    private let done = DispatchSemaphore(value: 0)
+    // Touched on the worker's thread only, but for `expect` and `receiverAllocations`,
+    // which are called while no round runs (a semaphore orders them).
+    private var expected = 0
+    private var received = 0
+    private var startCount: UInt64 = 0
+    private var endCount: UInt64 = 0
+
+    init(reply: Bool) throws {
+        worker = try WorkerThread(name: "alloc-server")
+        let port = try worker.performAndWait { [unowned self] () throws -> RemotePort in
+            let port = try LocalPort { [unowned self] message in
+                if received == 0 { startCount = rlk_thread_allocations() }
+                received += 1
+                if received == expected {
+                    endCount = rlk_thread_allocations()
+                    done.signal()
+                }
+                return reply ? message : nil
+            }
+            ThreadRunLoop.current.add(port, to: .default)
+            return port.remote
+        }
+        remote = port
+    }
+
+    /// Gets ready for a round of `count` messages.
+    func expect(_ count: Int) {
+        expected = count
+        received = 0
+    }
+
+    /// Waits for the round, then gives the receiving thread's allocations per message
+    /// (the first message's delivery is outside the window: the count starts in its handler).
+    func receiverAllocations() -> Double {
+        done.wait()
+        return Double(endCount - startCount) / Double(expected - 1)
+    }
+
+    func stop() { worker.stop() }
+}
+
+/// Runs `body` on a new plain thread (no run loop of its own unless it makes one), waits
+/// for it, and returns what it returned.
+func onPlainThread(_ body: @escaping @Sendable () -> Double) -> Double {
+    let box = ThreadBody(body)
+    var thread = pthread_t()
+    precondition(pthread_create(&thread, nil, { pointer in
+        let box = Unmanaged<ThreadBody>.fromOpaque(pointer!).takeRetainedValue()
+        box.result = box.body()
+        return nil
+    }, Unmanaged.passRetained(box).toOpaque()) == 0)
+    pthread_join(thread, nil)
+    return box.result
+}
+
+/// A plain thread's body and its result, written by the thread and read after the join.
+final class ThreadBody: @unchecked Sendable {
+    let body: @Sendable () -> Double
+    var result = 0.0
+    init(_ body: @escaping @Sendable () -> Double) { self.body = body }
+}
+
+final class Results: @unchecked Sendable {
+    var figures: [Figure] = [] // appended on one thread at a time (each scenario joins its thread)
+}
+
+func oneWay(payload: Int, messages: Int, budgets: (send: Double?, receive: Double?), into results: Results) throws {
+    let server = try CountingServer(reply: false)
+    let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: payload))])
+    let remote: RemotePort = server.remote
+    let round = { (count: Int) -> (Double, Double) in
+        server.expect(count)
+        let send = onPlainThread {
+            try! allocations(per: count) {
+                for _ in 0..<count { try remote.send(message, timeout: .seconds(10)) }
+            }
+        }
+        return (send, server.receiverAllocations())
+    }
+    _ = round(1_000) // warm up: connections, caches, libzmq's pipes
+    let (send, receive) = round(messages)
+    results.figures.append(Figure(name: "send, \(payload) B, plain thread", perMessage: send, budget: budgets.send))
+    results.figures.append(Figure(name: "owned receive, \(payload) B", perMessage: receive, budget: budgets.receive))
+    server.stop()
+}
+
+func requestReply(payload: Int, requests: Int, budgets: (requester: Double?, server: Double?), into results: Results) throws {
+    let server = try CountingServer(reply: true)
+    let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: payload))])
+    let remote: RemotePort = server.remote
+    let requester = onPlainThread {
+        let round = { (count: Int) -> Double in
+            try! allocations(per: count) {
+                for _ in 0..<count { _ = try remote.sendRequest(message) }
+            }
+        }
+        server.expect(100)
+        _ = round(100)
+        _ = server.receiverAllocations()
+        server.expect(requests)
+        return round(requests)
+    }
+    let serving = server.receiverAllocations()
+    results.figures.append(Figure(name: "request/reply, \(payload) B: requester", perMessage: requester, budget: budgets.requester))
+    results.figures.append(Figure(name: "request/reply, \(payload) B: server", perMessage: serving, budget: budgets.server))
+    server.stop()
+}
+
+let arguments = CommandLine.arguments.dropFirst()
+let check = arguments.contains("--check")
+let messages = arguments.firstIndex(of: "--messages").flatMap { Int(arguments[$0 + 1]) } ?? 20_000
+
+guard rlk_malloc_counting_available() != 0 else {
+    print("alloc-counter: built with a sanitizer, whose allocator this cannot count; build it without one")
+    exit(2)
+}
+
+// The counter must see allocations made here and inside libzmq, or every budget would
+// pass with nothing counted.
+let probeStart = rlk_thread_allocations()
+let probe = [UInt8](repeating: 1, count: 100 + CommandLine.arguments.count) // the Swift runtime's malloc
+guard rlk_thread_allocations() > probeStart, probe.count > 100 else {
+    print("alloc-counter: malloc is not interposed in this build; nothing would be counted")
+    exit(2)
+}
+
+// The budgets: today's counts (docs/benchmarks.md). A change that allocates more per message
+// fails CI; one that allocates less lowers its budget here.
+let results = Results()
+try oneWay(payload: 16, messages: messages, budgets: (send: 0, receive: 2), into: results)
+try oneWay(payload: 64, messages: messages, budgets: (send: nil, receive: nil), into: results)
+try requestReply(payload: 16, requests: messages / 4, budgets: (requester: 2, server: 2), into: results)
+
+// libzmq allocates every frame over 33 bytes on the sending thread: seen here, or its
+// allocations would go uncounted.
+guard let libzmqFrame = results.figures.first(where: { $0.name == "send, 64 B, plain thread" }),
+      libzmqFrame.perMessage >= 1 else {
+    print("alloc-counter: libzmq's allocations are not counted (its malloc is not this one)")
+    exit(2)
+}
+
+print("allocations per message (\(messages) messages, \(messages / 4) requests)")
+for figure in results.figures {
+    let budget = figure.budget.map { String($0) } ?? "-"
+    let verdict = figure.isOverBudget ? "OVER BUDGET" : ""
+    print("  \(figure.name.padding(toLength: 40, withPad: " ", startingAt: 0)) \(String(format: "%6.2f", figure.perMessage))  budget \(budget)  \(verdict)")
+}
+if check, results.figures.contains(where: \.isOverBudget) {
+    print("alloc-counter: over budget")
+    exit(1)
+}
