@@ -46,22 +46,38 @@ final class CountingServer: @unchecked Sendable {
     private var startCount: UInt64 = 0
     private var endCount: UInt64 = 0
 
-    init(reply: Bool) throws {
+    /// - Parameters:
+    ///   - reply: whether requests are answered with the request itself.
+    ///   - borrowing: whether the port's handler is a borrowing one (`LoopMessageView`).
+    init(reply: Bool, borrowing: Bool = false) throws {
         worker = try WorkerThread(name: "alloc-server")
         let port = try worker.performAndWait { [unowned self] () throws -> RemotePort in
-            let port = try LocalPort { [unowned self] message in
-                if received == 0 { startCount = rlk_thread_allocations() }
-                received += 1
-                if received == expected {
-                    endCount = rlk_thread_allocations()
-                    done.signal()
+            let port = try LocalPort()
+            if borrowing {
+                port.borrowingHandler = { [unowned self] _ in
+                    count()
+                    return nil
                 }
-                return reply ? message : nil
+            } else {
+                port.handler = { [unowned self] message in
+                    count()
+                    return reply ? message : nil
+                }
             }
             ThreadRunLoop.current.add(port, to: .default)
             return port.remote
         }
         remote = port
+    }
+
+    /// One message delivered: the round's first starts the count, its last ends it.
+    private func count() {
+        if received == 0 { startCount = rlk_thread_allocations() }
+        received += 1
+        if received == expected {
+            endCount = rlk_thread_allocations()
+            done.signal()
+        }
     }
 
     /// Gets ready for a round of `count` messages.
@@ -105,8 +121,9 @@ final class Results: @unchecked Sendable {
     var figures: [Figure] = [] // appended on one thread at a time (each scenario joins its thread)
 }
 
-func oneWay(payload: Int, messages: Int, budgets: (send: Double?, receive: Double?), into results: Results) throws {
-    let server = try CountingServer(reply: false)
+func oneWay(payload: Int, messages: Int, borrowing: Bool = false, budgets: (send: Double?, receive: Double?),
+            into results: Results) throws {
+    let server = try CountingServer(reply: false, borrowing: borrowing)
     let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: payload))])
     let remote: RemotePort = server.remote
     let round = { (count: Int) -> (Double, Double) in
@@ -120,8 +137,11 @@ func oneWay(payload: Int, messages: Int, budgets: (send: Double?, receive: Doubl
     }
     _ = round(1_000) // warm up: connections, caches, libzmq's pipes
     let (send, receive) = round(messages)
-    results.figures.append(Figure(name: "send, \(payload) B, plain thread", perMessage: send, budget: budgets.send))
-    results.figures.append(Figure(name: "owned receive, \(payload) B", perMessage: receive, budget: budgets.receive))
+    if !borrowing {
+        results.figures.append(Figure(name: "send, \(payload) B, plain thread", perMessage: send, budget: budgets.send))
+    }
+    let receiving = borrowing ? "borrowed receive" : "owned receive"
+    results.figures.append(Figure(name: "\(receiving), \(payload) B", perMessage: receive, budget: budgets.receive))
     server.stop()
 }
 
@@ -170,6 +190,8 @@ guard rlk_thread_allocations() > probeStart, probe.count > 100 else {
 let results = Results()
 try oneWay(payload: 16, messages: messages, budgets: (send: 0, receive: 2), into: results)
 try oneWay(payload: 64, messages: messages, budgets: (send: nil, receive: nil), into: results)
+try oneWay(payload: 16, messages: messages, borrowing: true, budgets: (send: nil, receive: 0), into: results)
+try oneWay(payload: 64, messages: messages, borrowing: true, budgets: (send: nil, receive: 0), into: results)
 try requestReply(payload: 16, requests: messages / 4, budgets: (requester: 2, server: 2), into: results)
 
 // libzmq allocates every frame over 33 bytes on the sending thread: seen here, or its

@@ -100,11 +100,26 @@ package enum WireCodec {
 
     /// The address in `bytes` if it is valid (see `isValidAddress`), else `nil`.
     package static func validatedAddress(_ bytes: UnsafeRawBufferPointer, maxBytes: Int) -> String? {
-        guard !bytes.isEmpty, bytes.count <= maxBytes else { return nil }
+        guard isValidAddress(bytes, maxBytes: maxBytes) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Whether `bytes` hold a valid address (see `isValidAddress`), checked where they
+    /// are: no string is made.
+    package static func isValidAddress(_ bytes: UnsafeRawBufferPointer, maxBytes: Int) -> Bool {
+        guard !bytes.isEmpty, bytes.count <= maxBytes else { return false }
         guard addressSchemes.contains(where: { bytes.count > $0.count && bytes.starts(with: $0) }) else {
-            return nil
+            return false
         }
-        guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return nil }
-        return String(validating: bytes, as: UTF8.self)
+        guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return false }
+        var decoder = Unicode.UTF8()
+        var iterator = bytes.makeIterator()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
     }
 }

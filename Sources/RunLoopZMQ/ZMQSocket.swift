@@ -18,6 +18,15 @@ package final class ZMQSocket {
     private let frameSlots = ZMQFrameSlots()
     /// How many frames `receiveInPlace` lent and `releaseReceived` gives back.
     @exclusivity(unchecked) private var receivedCount = 0
+    /// Receives made while `frameSlots`' frames were still lent, innermost last (see
+    /// `receiveNested`): almost always none.
+    @exclusivity(unchecked) private var nestedReceives: [NestedReceive] = []
+
+    /// A receive made while another's frames were lent: its own slots, and its frame count.
+    private struct NestedReceive {
+        let slots: ZMQFrameSlots
+        let count: Int
+    }
 
     /// The number of frames `receive` accepts by default: a wire message's 1024 components
     /// and two header frames, with room to spare.
@@ -189,13 +198,34 @@ package final class ZMQSocket {
 
     /// Receives one whole multipart message, as `receive(dontWait:maxFrames:_:)` does, and
     /// returns its frames' bytes where libzmq put them, valid until `releaseReceived()`,
-    /// which must come before the next receive and as soon as the caller is done with them.
+    /// called as soon as the caller is done with them. A receive made before that (a nested
+    /// run inside a handler that reads the frames) gets slots of its own and is given back
+    /// first.
     /// The ports' receive path: with no closure between the frames and what they decode to,
     /// the decoded message is made once and moved, never copied or held in an optional.
     @usableFromInline
     package func receiveInPlace(dontWait: Bool, maxFrames: Int = ZMQSocket.defaultMaxFrames)
         throws(SystemCallError) -> UnsafeBufferPointer<UnsafeRawBufferPointer>? {
-        let slots = frameSlots
+        guard receivedCount == 0 else { return try receiveNested(dontWait: dontWait, maxFrames: maxFrames) }
+        guard let count = try receive(into: frameSlots, dontWait: dontWait, maxFrames: maxFrames) else { return nil }
+        receivedCount = count
+        return frameSlots.lend(count)
+    }
+
+    /// A receive while the last one's frames are still lent (a handler that reads its
+    /// message in place and runs the loop meanwhile): into slots of its own, given back
+    /// first by `releaseReceived()`.
+    private func receiveNested(dontWait: Bool, maxFrames: Int)
+        throws(SystemCallError) -> UnsafeBufferPointer<UnsafeRawBufferPointer>? {
+        let slots = ZMQFrameSlots()
+        guard let count = try receive(into: slots, dontWait: dontWait, maxFrames: maxFrames) else { return nil }
+        nestedReceives.append(NestedReceive(slots: slots, count: count))
+        return slots.lend(count)
+    }
+
+    /// Receives one whole multipart message into `slots`; returns its frame count, or nil
+    /// if `dontWait` and none is queued.
+    private func receive(into slots: ZMQFrameSlots, dontWait: Bool, maxFrames: Int) throws(SystemCallError) -> Int? {
         let first = slots.slot(0)
         if !dontWait {
             try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }
@@ -223,13 +253,13 @@ package final class ZMQSocket {
             slots.release(count) // nothing is lent
             throw error
         }
-        receivedCount = count
-        return slots.lend(count)
+        return count
     }
 
     /// Gives back the frames `receiveInPlace(dontWait:maxFrames:)` lent.
     @usableFromInline
     package func releaseReceived() {
+        if let nested = nestedReceives.popLast() { return nested.slots.release(nested.count) }
         frameSlots.release(receivedCount)
         receivedCount = 0
     }

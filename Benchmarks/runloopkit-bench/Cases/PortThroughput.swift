@@ -3,9 +3,10 @@ import RunLoopKit
 import Synchronization
 
 /// One-way 64-byte messages from a sending thread into a port serviced by another thread's
-/// run loop (`run()`), as fast as the sender can send; per second.
+/// run loop (`run()`), as fast as the sender can send; per second. The port's handler is
+/// an owned one (`LoopMessage`), or with `borrowing` a borrowing one (`LoopMessageView`).
 final class RunLoopKitThroughput: RateContender {
-    let name = "runloopkit"
+    let name: String
     private let sender = CommandThread(cpu: Placement.sender)
     private let receiver: RunLoopKitThread
     private let target: RemotePort
@@ -13,19 +14,23 @@ final class RunLoopKitThroughput: RateContender {
     private let received = DispatchSemaphore(value: 0)
     private let messages: Int
 
-    init(messages: Int) {
+    init(messages: Int, borrowing: Bool = false) {
         self.messages = messages
+        name = borrowing ? "runloopkit-borrowing" : "runloopkit"
         let (expected, received) = (expected, received)
         let port = Mutex<RemotePort?>(nil)
         receiver = RunLoopKitThread(cpu: Placement.receiver) {
             var count = 0
-            let local = RunLoopKitPingPong.makePort { _ in
+            let countOne = {
                 count += 1
                 if count == expected.load() {
                     count = 0
                     received.signal()
                 }
-                return nil
+            }
+            let local = RunLoopKitPingPong.makePort { _ in countOne(); return nil }
+            if borrowing {
+                local.borrowingHandler = { _ in countOne(); return nil }
             }
             ThreadRunLoop.current.add(local, to: .default)
             port.withLock { $0 = local.remote }
@@ -61,7 +66,8 @@ enum PortThroughputCase {
     static func run(_ config: BenchConfig) -> CaseOutcome {
         let messages = config.throughputMessages
         let rates = Harness.rates([RunLoopKitThroughput(messages: messages), FloorThroughput(messages: messages),
-                                   ZMQThroughput(messages: messages)],
+                                   ZMQThroughput(messages: messages),
+                                   RunLoopKitThroughput(messages: messages, borrowing: true)],
                                   rounds: config.throughputRounds, only: config.only)
         var outcome = CaseOutcome(name: name)
         outcome.metrics = [

@@ -1,5 +1,6 @@
 import RunLoopCore
 import RunLoopWire
+import RunLoopZMQ
 
 /// Receiving: the port as a port-based input source of its owner's run loop.
 extension LocalPort: PortSourceDriver {
@@ -23,6 +24,7 @@ extension LocalPort: PortSourceDriver {
             drop(.receiveFailed, "\(error)")
             return .dropped
         }
+        if let borrowingHandler { return deliverInPlace(frames, from: socket, to: borrowingHandler) }
         let envelope: PortEnvelope
         do {
             defer { socket.releaseReceived() } // before the handler, which may receive again (a nested run)
@@ -53,16 +55,8 @@ extension LocalPort: PortSourceDriver {
             _ = handle(envelope.message)
         case .request:
             guard handler != nil else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
-            // The reply carries the request's id whatever the handler put in it (wire format).
-            switch handle(envelope.message) {
-            case .success(let answer):
-                var reply = answer ?? LoopMessage(id: envelope.message.id)
-                reply.id = envelope.message.id
-                sendReply(reply, as: .reply, correlationID: envelope.correlationID, via: envelope.returnPath)
-            case .failure(let error):
-                let failure = LoopMessage(id: envelope.message.id, text: LocalPort.failureReason(error))
-                sendReply(failure, as: .failure, correlationID: envelope.correlationID, via: envelope.returnPath)
-            }
+            answer(envelope.message.id, correlationID: envelope.correlationID, via: envelope.returnPath,
+                   with: handle(envelope.message))
         case .reply, .failure:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.
             drop(.lateReply, "a \(envelope.kind) sent to a port, correlation id \(envelope.correlationID)")
@@ -75,16 +69,86 @@ extension LocalPort: PortSourceDriver {
         do {
             return .success(try handler(message))
         } catch {
-            statistics.countHandlerError()
-            if let handlerErrorHandler {
-                handlerErrorHandler(error, message)
-            } else {
-                RunLoopKitLog.port.warning("a port handler threw", metadata: [
-                    "port": "\(self)", "message": "\(message.id)", "error": "\(error)",
-                ])
-            }
+            report(error, handling: message)
             return .failure(error)
         }
+    }
+
+    /// Reports a handler's error: to `handlerErrorHandler`, else as a warning; counted.
+    private func report(_ error: any Error, handling message: @autoclosure () -> LoopMessage) {
+        statistics.countHandlerError()
+        if let handlerErrorHandler {
+            handlerErrorHandler(error, message())
+        } else {
+            RunLoopKitLog.port.warning("a port handler threw", metadata: [
+                "port": "\(self)", "message": "\(message().id)", "error": "\(error)",
+            ])
+        }
+    }
+
+    /// Answers a request with what its handler made of it: the reply, carrying the
+    /// request's id whatever the handler put in it (wire format), or the handler's failure.
+    private func answer(_ requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?,
+                        with outcome: Result<LoopMessage?, any Error>) {
+        switch outcome {
+        case .success(let answer):
+            var reply = answer ?? LoopMessage(id: requestID)
+            reply.id = requestID
+            sendReply(reply, as: .reply, correlationID: correlationID, via: returnPath)
+        case .failure(let error):
+            let failure = LoopMessage(id: requestID, text: LocalPort.failureReason(error))
+            sendReply(failure, as: .failure, correlationID: correlationID, via: returnPath)
+        }
+    }
+
+    /// Delivers the message in `frames` to a borrowing handler while the frames are still
+    /// lent: checked as `PortEnvelope.decode` checks (addresses without making strings),
+    /// given back once the handler returns, then a request is answered.
+    private func deliverInPlace(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, from socket: ZMQSocket,
+                                to handler: BorrowingHandler) -> PortDelivery {
+        let request: (id: Int32, correlationID: UInt64, returnPath: ReturnPath)?
+        let outcome: Result<LoopMessage?, any Error>
+        do throws(WireFormatError) {
+            defer { socket.releaseReceived() }
+            guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
+            let limits = WireLimits.default
+            let header = try WireCodec.checkedHeader(body, limits: limits)
+            var replyPort: RemotePort?
+            if !body[1].isEmpty {
+                guard let port = replyAddresses.port(at: body[1], maxBytes: limits.maxAddressBytes) else {
+                    throw .addressInvalid(index: 1)
+                }
+                replyPort = port
+            }
+            for index in 0..<header.componentCount where header.isPort(index) {
+                guard WireCodec.isValidAddress(body[2 + index], maxBytes: limits.maxAddressBytes) else {
+                    throw .addressInvalid(index: 2 + index)
+                }
+            }
+            switch header.kind {
+            case .message:
+                request = nil
+            case .request:
+                request = (header.messageID, header.correlationID,
+                           ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
+            case .reply, .failure:
+                drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
+                return .dropped
+            }
+            statistics.countReceived()
+            let view = LoopMessageView(header: header, frames: body, replyPort: replyPort)
+            do {
+                outcome = .success(try handler(view))
+            } catch {
+                report(error, handling: view.owned)
+                outcome = .failure(error)
+            }
+        } catch {
+            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
+            return .dropped
+        }
+        if let request { answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: outcome) }
+        return .delivered
     }
 
     /// The most bytes of a handler's error description a failure reply carries.

@@ -28,9 +28,19 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// description (at most 1,024 bytes), within the round trip.
     public typealias Handler = (LoopMessage) throws -> LoopMessage?
 
+    /// Handles a message on the owner thread without copying it: the view lends the
+    /// message's bytes where libzmq received them, for the duration of the call (see
+    /// `LoopMessageView`), so a message costs no allocation. Its return value and its errors
+    /// are a `Handler`'s.
+    public typealias BorrowingHandler = (borrowing LoopMessageView) throws -> LoopMessage?
+
     /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.
     /// (Owner thread only, so without run-time exclusivity checks: read for every message.)
     @exclusivity(unchecked) public var handler: Handler?
+
+    /// The borrowing handler: when set, messages are delivered to it instead of `handler`.
+    /// Set it on the owner thread. (Owner thread only, like `handler`.)
+    @exclusivity(unchecked) public var borrowingHandler: BorrowingHandler?
 
     /// Told of every error a handler throws, on the owner thread. Without it, each such
     /// error is logged as a warning on `runloopkit.port`, the only way a program would learn

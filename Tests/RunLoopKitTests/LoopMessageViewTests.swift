@@ -1,0 +1,125 @@
+import Dispatch
+import Foundation
+@testable import RunLoopCore
+@testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopWire
+@testable import RunLoopZMQ
+import XCTest
+
+/// A port's borrowing handler: the message read where libzmq received it, lent for the
+/// call (`LocalPort.borrowingHandler`, `LoopMessageView`).
+final class LoopMessageViewTests: XCTestCase {
+    private var loop: ThreadRunLoop { ThreadRunLoop.current }
+
+    func testABorrowingHandlerReadsTheIdDataPortsAndReplyPortWhereTheyArrived() throws {
+        let other = try LocalPort { _ in nil }
+        var seen: [String] = []
+        let port = try LocalPort()
+        port.borrowingHandler = { view in
+            XCTAssertFalse(view.isRequest)
+            XCTAssertEqual(view.componentCount, 3)
+            XCTAssertEqual(view.data(at: 0).map { String(decoding: $0, as: UTF8.self) }, "first")
+            XCTAssertNil(view.data(at: 1), "component 1 is a port")
+            XCTAssertEqual(view.port(at: 1), other.remote)
+            XCTAssertEqual(view.data(at: 2).map { [UInt8]($0) }, [0, 1, 2, 255])
+            XCTAssertEqual(view.firstData.map { String(decoding: $0, as: UTF8.self) }, "first")
+            XCTAssertEqual(view.replyPort, other.remote)
+            seen.append("\(view.id)")
+            XCTAssertEqual(view.owned, LoopMessage(id: 5, components: [.data(Array("first".utf8)), .port(other.remote), .data([0, 1, 2, 255])],
+                                                   replyPort: other.remote))
+            return nil
+        }
+        loop.add(port, to: .default)
+        let message = LoopMessage(id: 5, components: [.data(Array("first".utf8)), .port(other.remote), .data([0, 1, 2, 255])],
+                                  replyPort: other.remote)
+        TestThread { do { try port.send(message) } catch { XCTFail("\(error)") } }.join()
+        XCTAssertTrue(runCurrentLoop { seen == ["5"] })
+        XCTAssertEqual(port.statistics.messagesReceived, 1)
+        port.invalidate()
+        other.invalidate()
+    }
+
+    func testABorrowingHandlersReturnValueIsTheReplyAndItsErrorTheFailure() throws {
+        struct Refused: Error, CustomStringConvertible { var description: String { "refused" } }
+        var handled = 0
+        let port = try LocalPort()
+        port.borrowingHandler = { view in
+            handled += 1
+            guard view.isRequest else { return nil }
+            guard let data = view.firstData, data.first != UInt8(ascii: "x") else { throw Refused() }
+            return LoopMessage(id: 0, components: [.data(Array("echo:".utf8) + [UInt8](data))])
+        }
+        loop.add(port, to: .default)
+        let results = LockedValue<[String]>([])
+        let requester = TestThread {
+            for text in ["ping", "xyz"] {
+                do {
+                    let reply = try port.remote.sendRequest(LoopMessage(id: 9, text: text), receiveTimeout: .seconds(60))
+                    results.withLock { $0.append("\(reply.id) \(reply.text ?? "?")") }
+                } catch {
+                    results.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        XCTAssertTrue(runCurrentLoop { handled == 2 })
+        requester.join()
+        XCTAssertEqual(results.withLock { $0 }, ["9 echo:ping", "\(PortError.remoteHandlerFailed(port.remote.address, reason: "refused"))"])
+        XCTAssertEqual(port.statistics.handlerErrors, 1)
+        port.invalidate()
+    }
+
+    /// The lent frames stay where they are while the handler runs the loop and the same
+    /// port delivers another message meanwhile (received into slots of its own).
+    func testAViewStaysIntactWhileItsHandlerRunsTheLoopAndTheSamePortDeliversAgain() throws {
+        var log: [String] = []
+        let port = try LocalPort()
+        port.borrowingHandler = { view in
+            let text = String(decoding: view.firstData!, as: UTF8.self)
+            log.append("begin \(text)")
+            if view.id == 1 {
+                let sender = TestThread { // arrives while this handler runs
+                    do { try port.send(LoopMessage(id: 2, text: "inner")) } catch { XCTFail("\(error)") }
+                }
+                XCTAssertTrue(runCurrentLoop { log.contains("end inner") }, "the nested run delivers the next message")
+                sender.join()
+                XCTAssertEqual(String(decoding: view.firstData!, as: UTF8.self), "outer-message-with-a-long-payload",
+                               "the outer message's bytes are still its own")
+            }
+            log.append("end \(text)")
+            return nil
+        }
+        loop.add(port, to: .default)
+        TestThread {
+            do { try port.send(LoopMessage(id: 1, text: "outer-message-with-a-long-payload")) } catch { XCTFail("\(error)") }
+        }.join()
+        XCTAssertTrue(runCurrentLoop { log.count == 4 })
+        XCTAssertEqual(log, ["begin outer-message-with-a-long-payload", "begin inner", "end inner",
+                             "end outer-message-with-a-long-payload"])
+        port.invalidate()
+    }
+
+    func testMalformedMessagesNeverReachABorrowingHandlerAndAreCounted() throws {
+        var delivered: [Int32] = []
+        let port = try LocalPort()
+        port.borrowingHandler = { view in delivered.append(view.id); return nil }
+        loop.add(port, to: .default)
+        let raw = try ZMQSocket(type: .dealer)
+        try raw.connect(port.inProcessAddress.rawValue)
+        let valid = WireCodec.encode(LoopMessage(id: 42).wire(kind: .message))
+        let badPort = WireCodec.encode(WireMessage(messageID: 1, components: [.port(address: "inproc://x")]))
+            .enumerated().map { index, frame in index == 2 ? Array("file:///etc/passwd".utf8) : frame }
+        let badUTF8Port = WireCodec.encode(WireMessage(messageID: 1, components: [.port(address: "inproc://x")]))
+            .enumerated().map { index, frame in index == 2 ? Array("inproc://".utf8) + [0xC3, 0x28] : frame }
+        let badReplyPort = WireCodec.encode(WireMessage(messageID: 1, replyAddress: "tcp://"))
+        let reply = WireCodec.encode(WireMessage(kind: .reply, messageID: 1, correlationID: 7))
+        for frames in [[[1, 2, 3]], badPort, badUTF8Port, badReplyPort, reply] {
+            XCTAssertTrue(try raw.send(frames, dontWait: false))
+        }
+        XCTAssertTrue(try raw.send(valid, dontWait: false))
+        XCTAssertTrue(runCurrentLoop { delivered == [42] })
+        XCTAssertEqual(port.statistics.messagesDropped, 5)
+        XCTAssertEqual(port.statistics.messagesReceived, 1)
+        port.invalidate()
+    }
+}
