@@ -145,6 +145,37 @@ func oneWay(payload: Int, messages: Int, borrowing: Bool = false, budgets: (send
     server.stop()
 }
 
+/// Sends of bytes (`RemotePort.send(id:bytes:)`), from a plain thread and from a loop thread.
+func bytesSends(payload: Int, messages: Int, budget: Double?, into results: Results) throws {
+    let server = try CountingServer(reply: false)
+    let remote: RemotePort = server.remote
+    let bytes = [UInt8](repeating: 7, count: payload)
+    let sendAll = { @Sendable (count: Int) -> Double in
+        try! bytes.withUnsafeBytes { buffer in
+            try allocations(per: count) {
+                for _ in 0..<count { try remote.send(id: 1, bytes: buffer, timeout: .seconds(10)) }
+            }
+        }
+    }
+    server.expect(1_000)
+    _ = onPlainThread { sendAll(1_000) }
+    _ = server.receiverAllocations()
+    server.expect(messages)
+    let plain = onPlainThread { sendAll(messages) }
+    _ = server.receiverAllocations()
+    let worker = try WorkerThread(name: "alloc-sender")
+    server.expect(1_000)
+    _ = try worker.performAndWait { sendAll(1_000) }
+    _ = server.receiverAllocations()
+    server.expect(messages)
+    let fromLoop = try worker.performAndWait { sendAll(messages) }
+    _ = server.receiverAllocations()
+    worker.stop()
+    results.figures.append(Figure(name: "send bytes, \(payload) B, plain thread", perMessage: plain, budget: budget))
+    results.figures.append(Figure(name: "send bytes, \(payload) B, loop thread", perMessage: fromLoop, budget: budget))
+    server.stop()
+}
+
 func requestReply(payload: Int, requests: Int, budgets: (requester: Double?, server: Double?), into results: Results) throws {
     let server = try CountingServer(reply: true)
     let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: payload))])
@@ -192,6 +223,8 @@ try oneWay(payload: 16, messages: messages, budgets: (send: 0, receive: 2), into
 try oneWay(payload: 64, messages: messages, budgets: (send: nil, receive: nil), into: results)
 try oneWay(payload: 16, messages: messages, borrowing: true, budgets: (send: nil, receive: 0), into: results)
 try oneWay(payload: 64, messages: messages, borrowing: true, budgets: (send: nil, receive: 0), into: results)
+try bytesSends(payload: 16, messages: messages, budget: 0, into: results)
+try bytesSends(payload: 64, messages: messages, budget: nil, into: results)
 try requestReply(payload: 16, requests: messages / 4, budgets: (requester: 2, server: 2), into: results)
 
 // libzmq allocates every frame over 33 bytes on the sending thread: seen here, or its

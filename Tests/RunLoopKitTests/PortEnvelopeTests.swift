@@ -32,6 +32,21 @@ final class PortEnvelopeTests: XCTestCase {
         }
     }
 
+    func testSendingBytesWritesTheFramesOfTheOneComponentMessageThatHoldsThem() throws {
+        let (push, pull) = try makePushPull()
+        for (kind, bytes, correlationID) in [(WireKind.message, [UInt8](), UInt64(0)), (.request, [1, 2, 3], 9),
+                                             (.reply, Array(repeating: 5, count: 70_000), .max)] {
+            let sent = bytes.withUnsafeBytes { buffer in
+                Result { () throws(SystemCallError) in
+                    try push.send(id: 77, data: buffer, as: kind, correlationID: correlationID, dontWait: false)
+                }
+            }
+            XCTAssertTrue(try sent.get())
+            let expected = LoopMessage(id: 77, components: [.data(bytes)]).wire(kind: kind, correlationID: correlationID)
+            XCTAssertEqual(try pull.receive(dontWait: false), WireCodec.encode(expected))
+        }
+    }
+
     func testDecodingFramesWhereTheSocketPutThemGivesBackTheEnvelopeSent() throws {
         let (push, pull) = try makePushPull()
         var replyAddresses = ReplyAddressCache()

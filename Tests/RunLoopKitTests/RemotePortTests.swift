@@ -26,6 +26,24 @@ final class RemotePortTests: XCTestCase {
         server.stop()
     }
 
+    func testBytesSentFromAPlainThreadAndFromALoopThreadArriveAsTheMessageThatHoldsThem() throws {
+        var received: [LoopMessage] = []
+        let port = try LocalPort { message in received.append(message); return nil }
+        ThreadRunLoop.current.add(port, to: .default)
+        let remote = port.remote
+        TestThread {
+            do { try [UInt8]([1, 2, 3]).withUnsafeBytes { try remote.send(id: 11, bytes: $0) } } catch { XCTFail("\(error)") }
+        }.join()
+        let worker = try WorkerThread(name: "bytes-sender")
+        try worker.performAndWait {
+            do { try Array("from a loop".utf8).withUnsafeBytes { try remote.send(id: 12, bytes: $0) } } catch { XCTFail("\(error)") }
+        }
+        XCTAssertTrue(runCurrentLoop { received.count == 2 })
+        XCTAssertEqual(received, [LoopMessage(id: 11, components: [.data([1, 2, 3])]), LoopMessage(id: 12, text: "from a loop")])
+        worker.stop()
+        port.invalidate()
+    }
+
     func testWhileARequestWaitsTheCallerServicesOnlyThePrivateReplyMode() throws {
         var defaultModeWork = 0
         let caller = ThreadRunLoop.current

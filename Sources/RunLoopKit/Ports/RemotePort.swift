@@ -44,5 +44,14 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
         try ThreadPortState.current.send(message, to: self, before: deadline)
     }
 
+    /// Sends a message with id `id` and one data component, `bytes`, without building a
+    /// `LoopMessage` for it: the bytes go from the caller's buffer to libzmq, which copies
+    /// them, so nothing is allocated besides what libzmq allocates itself. The receiver
+    /// gets what `send(LoopMessage(id: id, components: [.data(bytes)]))` would send.
+    /// Waits and throws as `send(_:timeout:)` does. Any thread.
+    public func send(id: Int32, bytes: UnsafeRawBufferPointer, timeout: Duration = .seconds(5)) throws(PortError) {
+        try ThreadPortState.current.send(OutgoingBytes(id: id, bytes: bytes), to: self, within: timeout)
+    }
+
     public var description: String { "RemotePort(\(address))" }
 }

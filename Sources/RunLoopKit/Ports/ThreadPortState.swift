@@ -74,15 +74,15 @@ final class ThreadPortState {
     /// Sends a message as `send(_:to:before:)` does, waiting at most `timeout` once it
     /// could not be queued at once: a message queued at once reads no clock.
     @discardableResult
-    func send(_ message: LoopMessage, to destination: RemotePort, within timeout: Duration) throws(PortError) -> PortConnection {
+    func send(_ message: some OutgoingMessage, to destination: RemotePort, within timeout: Duration) throws(PortError) -> PortConnection {
         try send(message, as: .message, correlationID: 0, to: destination) { .after(timeout) }
     }
 
-    private func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
+    private func send(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
                       deadline: () -> Deadline) throws(PortError) -> PortConnection {
         let connection = try connection(to: destination)
         if try !asPortError({ () throws(SystemCallError) in
-            try connection.socket.send(message, as: kind, correlationID: correlationID, dontWait: true)
+            try message.send(on: connection.socket, as: kind, correlationID: correlationID, dontWait: true)
         }) {
             try waitAndSend(message, as: kind, correlationID: correlationID, on: connection, before: deadline())
         }
@@ -106,7 +106,7 @@ final class ThreadPortState {
     }
 
     /// The slow path of `send`: the message could not be queued at once.
-    private func waitAndSend(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64,
+    private func waitAndSend(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64,
                              on connection: PortConnection, before deadline: Deadline) throws(PortError) {
         let address = connection.destination.address
         var lastConnect: Deadline?
@@ -136,7 +136,7 @@ final class ThreadPortState {
                 } else {
                     _ = try connection.socket.poll(for: .pollOut, timeout: slice)
                 }
-                return try connection.socket.send(message, as: kind, correlationID: correlationID, dontWait: true)
+                return try message.send(on: connection.socket, as: kind, correlationID: correlationID, dontWait: true)
             }
             if sent { return }
         }

@@ -58,6 +58,23 @@ extension ZMQSocket {
         return true
     }
 
+    /// Sends a message of one data component, `data`, with no reply port, as
+    /// `send(_:as:correlationID:dontWait:via:)` sends a `LoopMessage` that holds it: the
+    /// same frames, with no message built for them.
+    func send(id messageID: Int32, data: UnsafeRawBufferPointer, as kind: WireKind, correlationID: UInt64 = 0,
+              dontWait: Bool) throws(SystemCallError) -> Bool {
+        let headerSize = WireCodec.headerSize(componentCount: 1)
+        let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
+            WireCodec.writeHeader(kind: kind, messageID: messageID, correlationID: correlationID, componentCount: 1,
+                                  componentKind: { _ in WireCodec.dataKind }, into: header)
+            return Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
+        }
+        guard try headerAccepted.get() else { return false } // nothing was queued
+        try sendFrame([], more: true) // no reply port
+        _ = try sendFrame(data, more: false, dontWait: false)
+        return true
+    }
+
     /// Sends a frame after the first, which libzmq never makes wait (see `send(_:dontWait:)`).
     private func sendFrame(_ bytes: [UInt8], more: Bool) throws(SystemCallError) {
         let sent = bytes.withUnsafeBytes { buffer in

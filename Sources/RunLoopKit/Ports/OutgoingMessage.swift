@@ -1,0 +1,25 @@
+import RunLoopWire
+import RunLoopZMQ
+
+/// What goes out on a connection as one wire message: a `LoopMessage`, or the bytes of a
+/// one-component message sent without building one (`OutgoingBytes`).
+protocol OutgoingMessage {
+    /// Sends the message on `socket` as `kind`: see `ZMQSocket.send(_:as:correlationID:dontWait:via:)`.
+    func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool
+}
+
+extension LoopMessage: OutgoingMessage {
+    func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
+        try socket.send(self, as: kind, correlationID: correlationID, dontWait: dontWait)
+    }
+}
+
+/// A message of one data component, its bytes borrowed from the caller for the send.
+struct OutgoingBytes: OutgoingMessage {
+    let id: Int32
+    let bytes: UnsafeRawBufferPointer
+
+    func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
+        try socket.send(id: id, data: bytes, as: kind, correlationID: correlationID, dontWait: dontWait)
+    }
+}
