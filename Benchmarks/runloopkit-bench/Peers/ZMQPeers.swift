@@ -1,5 +1,6 @@
 import CZeroMQ
 import Glibc
+import Synchronization
 
 // The raw-libzmq peers: libzmq called through `CZeroMQ` directly, with blocking calls and
 // a context of their own. No RunLoopKit code is on their path.
@@ -141,7 +142,7 @@ final class ZMQPingPong: LatencyContender {
     }
 }
 
-/// One-way 64-byte messages from a PUSH socket to a PULL socket, both blocking: the
+/// One-way messages (64 bytes unless told) from a PUSH socket to a PULL socket, both blocking: the
 /// `zmq-inproc` peer of `port-throughput-threads`.
 final class ZMQThroughput: RateContender {
     let name = "zmq-inproc"
@@ -152,26 +153,31 @@ final class ZMQThroughput: RateContender {
     private let pull: ZMQHandle
     private let messages: Int
 
-    init(messages: Int) {
+    private let payload: Int
+    private static let serial = Atomic<Int>(0)
+
+    init(messages: Int, payload: Int = 64) {
         self.messages = messages
+        self.payload = payload
         let context = context
-        pull = receiver.run { RawZMQ.socket(context, ZMQ_PULL, bind: "inproc://runloopkit-bench.throughput") }
-        push = sender.run { RawZMQ.socket(context, ZMQ_PUSH, connect: "inproc://runloopkit-bench.throughput") }
+        let endpoint = "inproc://runloopkit-bench.throughput.\(ZMQThroughput.serial.add(1, ordering: .relaxed).newValue)"
+        pull = receiver.run { RawZMQ.socket(context, ZMQ_PULL, bind: endpoint) }
+        push = sender.run { RawZMQ.socket(context, ZMQ_PUSH, connect: endpoint) }
     }
 
     func measureRate() -> Double {
-        let (push, pull, messages) = (push, pull, messages)
+        let (push, pull, messages, payload) = (push, pull, messages, payload)
         let start = Clock.now()
         receiver.start {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 16)
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: payload, alignment: 16)
             defer { buffer.deallocate() }
-            for _ in 0..<messages { _ = RawZMQ.receive(pull, buffer, 256) }
+            for _ in 0..<messages { _ = RawZMQ.receive(pull, buffer, payload) }
         }
         sender.run {
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: payload, alignment: 16)
             defer { buffer.deallocate() }
-            buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
-            for _ in 0..<messages { RawZMQ.send(push, buffer, 64) }
+            buffer.initializeMemory(as: UInt8.self, repeating: 7, count: payload)
+            for _ in 0..<messages { RawZMQ.send(push, buffer, payload) }
         }
         receiver.wait()
         return Double(messages) / Clock.seconds(since: start)
