@@ -227,6 +227,13 @@ package final class ZMQSocket {
         return slots.lend(count)
     }
 
+    /// The `index`th frame `receiveInPlace(dontWait:maxFrames:)` lent, as libzmq's message
+    /// (for its metadata: see `receivedProperty(_:ofFrame:)`); valid until `releaseReceived()`.
+    package func receivedFrame(_ index: Int) -> UnsafeMutablePointer<zmq_msg_t> {
+        precondition(index < receivedCount, "ZMQSocket: frame \(index) was not received")
+        return frameSlots.slot(index)
+    }
+
     /// Gives back the frames `receiveInPlace(dontWait:maxFrames:)` lent.
     @usableFromInline
     package func releaseReceived() {

@@ -23,10 +23,12 @@ extension LocalPort: PortSourceDriver {
             drop(.receiveFailed, "\(error)")
             return .dropped
         }
-        let envelope: PortEnvelope
+        var envelope: PortEnvelope
         do {
             defer { socket.releaseReceived() } // before the handler, which may receive again (a nested run)
             envelope = try decodeIncoming(frames)
+            // Sender identity (docs/security.md): read from the frames' metadata while they are held.
+            envelope.message.sender = senderReader.sender(ofReceived: socket)
         } catch {
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped

@@ -6,6 +6,7 @@ public final class PortStatistics: Sendable {
     private let dropped = Atomic<Int>(0)
     private let failedReplies = Atomic<Int>(0)
     private let handlerFailures = Atomic<Int>(0)
+    private let refusedClients = Atomic<Int>(0)
 
     /// Messages delivered to the handler.
     public var messagesReceived: Int { received.load(ordering: .relaxed) }
@@ -17,6 +18,11 @@ public final class PortStatistics: Sendable {
     /// Errors thrown by the port's handler (each reported; the loop went on).
     public var handlerErrors: Int { handlerFailures.load(ordering: .relaxed) }
 
+    /// Clients refused in the security handshake because their CURVE key is not on the
+    /// port's allow-list (`PortClientAllowList`); none of their messages reached the port.
+    public var clientsRefused: Int { refusedClients.load(ordering: .relaxed) }
+
+    func countRefusedClient() { refusedClients.add(1, ordering: .relaxed) }
     func countHandlerError() { handlerFailures.add(1, ordering: .relaxed) }
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countDropped() { dropped.add(1, ordering: .relaxed) }
