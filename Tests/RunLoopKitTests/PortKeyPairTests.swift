@@ -146,12 +146,12 @@ final class PortKeyPairTests: XCTestCase {
         let umaskBefore = umask(0)
         defer { umask(umaskBefore) }
         try keys.write(to: path)
-        XCTAssertEqual(mode(of: path), 0o600)
+        XCTAssertEqual(String(mode(of: path), radix: 8), "600")
         XCTAssertEqual(try PortKeyPair(contentsOf: path), keys)
 
         XCTAssertEqual(chmod(path, 0o644), 0)
         try keys.write(to: path) // rewriting a file that others could read closes it
-        XCTAssertEqual(mode(of: path), 0o600)
+        XCTAssertEqual(String(mode(of: path), radix: 8), "600")
         let text = try String(contentsOfFile: path, encoding: .utf8)
         XCTAssertTrue(text.contains("public-key = \"\(keys.publicKey)\""), "CZMQ's certificate format: \(text.prefix(60))")
     }

@@ -18,8 +18,9 @@ public final class PortStatistics: Sendable {
     /// Errors thrown by the port's handler (each reported; the loop went on).
     public var handlerErrors: Int { handlerFailures.load(ordering: .relaxed) }
 
-    /// Clients refused in the security handshake because their CURVE key is not on the
-    /// port's allow-list (`PortClientAllowList`); none of their messages reached the port.
+    /// Security handshakes refused because the client's CURVE key is not on the port's
+    /// allow-list (`PortClientAllowList`): each attempt counts (a RunLoopKit sender makes
+    /// two before it reports `notAuthorized`). None of their messages reached the port.
     public var clientsRefused: Int { refusedClients.load(ordering: .relaxed) }
 
     func countRefusedClient() { refusedClients.add(1, ordering: .relaxed) }
