@@ -17,7 +17,8 @@ import Synchronization
 /// can also be bound to tcp endpoints for other machines.
 ///
 /// Thread safety: `send`, `remote`, `invalidate()`, `isValid` and `statistics` from any
-/// thread; `handler`, `register(name:)`, `bind(tcp:)` and adding to a loop on the owner thread.
+/// thread; `handler`, `register(name:)`, `requireCurve`, `bind(tcp:)` and adding to a loop on the
+/// owner thread; `allowedClients` from any thread.
 public final class LocalPort: @unchecked Sendable, CustomStringConvertible, LoopOwnedResource {
     /// Handles a message on the owner thread. For a request, the returned message's
     /// components are the reply, sent with the request's id (an empty reply if nil); for
