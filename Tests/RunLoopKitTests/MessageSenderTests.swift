@@ -42,8 +42,8 @@ final class MessageSenderTests: XCTestCase {
         defer { port.invalidate() }
         try port.requireCurve(keys)
         let address = try port.bind(tcp: "tcp://127.0.0.1:*")
-        let run = try runSecurityPeer(["--endpoint", address.rawValue, "--text", "hi", "--server-key", keys.publicKey,
-                                       "--public-key", client.publicKey, "--secret-key", client.secretCurveKey.z85])
+        let run = try runSecurityPeer(["--endpoint", address.rawValue, "--text", "hi", "--server-key=\(keys.publicKey)",
+                                       "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
         XCTAssertEqual(run.verdict, "reply seen")
         XCTAssertEqual(senders(), [.curveKey(client.publicKey)])
     }

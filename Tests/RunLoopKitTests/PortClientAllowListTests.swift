@@ -133,8 +133,8 @@ final class PortClientAllowListTests: XCTestCase {
         let server = try Server(allowing: try PortClientAllowList(publicKeys: [listed.publicKey]))
         defer { server.port.invalidate() }
         func peer(_ client: PortKeyPair, _ text: String) throws -> SecurityPeerRun {
-            try runSecurityPeer(["--endpoint", server.address.rawValue, "--text", text, "--server-key", server.keys.publicKey,
-                                 "--public-key", client.publicKey, "--secret-key", client.secretCurveKey.z85])
+            try runSecurityPeer(["--endpoint", server.address.rawValue, "--text", text, "--server-key=\(server.keys.publicKey)",
+                                 "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
         }
         XCTAssertEqual(try peer(listed, "from a listed process").verdict, "reply ok:from a listed process")
         XCTAssertEqual(try peer(stranger, "from a stranger").verdict, "refused 400")
