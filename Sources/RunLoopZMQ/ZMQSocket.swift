@@ -256,6 +256,18 @@ package final class ZMQSocket {
         return count
     }
 
+    /// The `index`th frame `receiveInPlace(dontWait:maxFrames:)` lent, as libzmq's message
+    /// (for its metadata: see `receivedProperty(_:ofFrame:)`); valid until `releaseReceived()`.
+    /// The innermost receive's, when one was made while another's frames were lent.
+    package func receivedFrame(_ index: Int) -> UnsafeMutablePointer<zmq_msg_t> {
+        if let nested = nestedReceives.last {
+            precondition(index < nested.count, "ZMQSocket: frame \(index) was not received")
+            return nested.slots.slot(index)
+        }
+        precondition(index < receivedCount, "ZMQSocket: frame \(index) was not received")
+        return frameSlots.slot(index)
+    }
+
     /// Gives back the frames `receiveInPlace(dontWait:maxFrames:)` lent.
     @usableFromInline
     package func releaseReceived() {

@@ -125,4 +125,62 @@ final class PortKeyPairTests: XCTestCase {
             guard case .invalidKey = $0 as? PortError else { return XCTFail("a bad key is not a bad address: \($0)") }
         }
     }
+
+    // MARK: - Key files
+
+    private func temporaryPath() -> String {
+        let path = "/tmp/runloopkit-keyfile-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        addTeardownBlock { unlink(path) }
+        return path
+    }
+
+    private func mode(of path: String) -> mode_t {
+        var info = stat()
+        XCTAssertEqual(stat(path, &info), 0)
+        return info.st_mode & 0o777
+    }
+
+    func testAKeyFileIsWrittenWithMode0600WhateverTheUmaskOrItsModeBefore() throws {
+        let keys = try PortKeyPair.generate()
+        let path = temporaryPath()
+        let umaskBefore = umask(0)
+        defer { umask(umaskBefore) }
+        try keys.write(to: path)
+        XCTAssertEqual(String(mode(of: path), radix: 8), "600")
+        XCTAssertEqual(try PortKeyPair(contentsOf: path), keys)
+
+        XCTAssertEqual(chmod(path, 0o644), 0)
+        try keys.write(to: path) // rewriting a file that others could read closes it
+        XCTAssertEqual(String(mode(of: path), radix: 8), "600")
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        XCTAssertTrue(text.contains("public-key = \"\(keys.publicKey)\""), "CZMQ's certificate format: \(text.prefix(60))")
+    }
+
+    func testAKeyFileOthersCanReadIsRefused() throws {
+        let keys = try PortKeyPair.generate()
+        let path = temporaryPath()
+        try keys.write(to: path)
+        for unsafe: mode_t in [0o644, 0o640, 0o604] {
+            XCTAssertEqual(chmod(path, unsafe), 0)
+            XCTAssertThrowsError(try PortKeyPair(contentsOf: path)) {
+                guard case .keyFileUnsafe(path, let reason) = $0 as? PortError else { return XCTFail("\($0)") }
+                XCTAssertTrue(reason.contains("chmod 600"), reason)
+            }
+        }
+        XCTAssertEqual(chmod(path, 0o400), 0)
+        XCTAssertEqual(try PortKeyPair(contentsOf: path), keys)
+    }
+
+    func testAKeyFileOfTwoZ85LinesIsReadAndOneWithoutAPairIsRefused() throws {
+        let keys = try PortKeyPair.generate()
+        let path = temporaryPath()
+        try keys.write(to: path) // creates it 0600; overwritten below, mode kept
+        try "\(keys.publicKey)\n\(keys.secretCurveKey.z85)\n".write(toFile: path, atomically: false, encoding: .utf8)
+        XCTAssertEqual(try PortKeyPair(contentsOf: path), keys)
+        try keys.writePublicKey(to: path)
+        XCTAssertEqual(chmod(path, 0o600), 0)
+        XCTAssertThrowsError(try PortKeyPair(contentsOf: path)) {
+            guard case .invalidKey = $0 as? PortError else { return XCTFail("a public key alone is no pair: \($0)") }
+        }
+    }
 }

@@ -49,6 +49,27 @@ final class RunLoopKitToolTests: XCTestCase {
                                file: file, line: line)
     }
 
+    // MARK: - keygen
+
+    func testKeygenWritesAKeyPairOnlyItsOwnerCanReadAndItsPublicKeyAndNeverOverwrites() throws {
+        let path = "/tmp/runloopkit-keygen-\(getpid())-\(UInt32.random(in: .min ... .max))"
+        defer { unlink(path); unlink(path + ".pub") }
+        let run = try runTool(["keygen", path, "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let publicKey = try XCTUnwrap(run.json?["publicKey"] as? String, run.stdout)
+        var info = stat()
+        XCTAssertEqual(stat(path, &info), 0)
+        XCTAssertEqual(String(info.st_mode & 0o777, radix: 8), "600")
+        XCTAssertEqual(try PortKeyPair(contentsOf: path).publicKey, publicKey)
+        let text = try String(contentsOfFile: path + ".pub", encoding: .utf8)
+        XCTAssertTrue(text.contains("public-key = \"\(publicKey)\""), text)
+        XCTAssertFalse(text.contains("secret-key"), text)
+
+        let again = try runTool(["keygen", path])
+        XCTAssertEqual(again.status, 1, "an existing key file is never overwritten: \(again)")
+        XCTAssertEqual(try PortKeyPair(contentsOf: path).publicKey, publicKey)
+    }
+
     // MARK: - ports
 
     func testPortsListsALiveNamedPortWithItsOwnerAndADeadOneAsDead() throws {

@@ -25,10 +25,12 @@ extension LocalPort: PortSourceDriver {
             return .dropped
         }
         if let borrowingHandler { return deliverInPlace(frames, from: socket, to: borrowingHandler) }
-        let envelope: PortEnvelope
+        var envelope: PortEnvelope
         do {
             defer { socket.releaseReceived() } // before the handler, which may receive again (a nested run)
             envelope = try decodeIncoming(frames)
+            // Sender identity (docs/security.md): read from the frames' metadata while they are held.
+            envelope.message.sender = senderReader.sender(ofReceived: socket)
         } catch {
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
@@ -136,7 +138,8 @@ extension LocalPort: PortSourceDriver {
                 return .dropped
             }
             statistics.countReceived()
-            let view = LoopMessageView(header: header, frames: body, replyPort: replyPort)
+            let view = LoopMessageView(header: header, frames: body, replyPort: replyPort,
+                                       sender: senderReader.sender(ofReceived: socket))
             do {
                 outcome = .success(try handler(view))
             } catch {

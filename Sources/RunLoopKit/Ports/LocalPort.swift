@@ -17,7 +17,8 @@ import Synchronization
 /// can also be bound to tcp endpoints for other machines.
 ///
 /// Thread safety: `send`, `remote`, `invalidate()`, `isValid` and `statistics` from any
-/// thread; `handler`, `register(name:)`, `bind(tcp:)` and adding to a loop on the owner thread.
+/// thread; `handler`, `register(name:)`, `requireCurve`, `bind(tcp:)` and adding to a loop on the
+/// owner thread; `allowedClients` from any thread.
 public final class LocalPort: @unchecked Sendable, CustomStringConvertible, LoopOwnedResource {
     /// Handles a message on the owner thread. For a request, the returned message's
     /// components are the reply, sent with the request's id (an empty reply if nil); for
@@ -62,6 +63,18 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// The reply address of the last message, validated (see `ReplyAddressCache`). Only
     /// the decoder uses it, with nothing else running, so its exclusivity check is off.
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache()
+    /// Reads each received message's sender (see `MessageSender`); the receive path's alone.
+    @exclusivity(unchecked) var senderReader = MessageSenderReader()
+    /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
+    private(set) var requiresCurve = false
+    /// The ZAP domain the port's allow-list is registered under, if it has one. Owner thread only.
+    private var authenticationDomain: String?
+    /// The clients the port accepts, if it has an allow-list (`requireCurve(_:allowing:)`).
+    public private(set) var allowedClients: PortClientAllowList? {
+        get { allowList.withLock { $0 } }
+        set { allowList.withLock { $0 = newValue } }
+    }
+    private let allowList = LockedValue<PortClientAllowList?>(nil)
 
     /// Where the port is in its life; changes only through `transition(_:)`. Any thread.
     private let lifecycle = Atomic<Lifecycle>(.open)
@@ -131,30 +144,71 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
 
     /// Makes the port a CURVE server (`ZMQ_CURVE_SERVER`): from now on its tcp and ipc
     /// peers must know `keys.publicKey` (see `RemotePort(_:curveServerKey:)`), and their
-    /// traffic is encrypted both ways, replies included; others cannot connect. Senders in this process are unaffected
-    /// (they reach the port over inproc). Must be called before the port is named or bound
-    /// to tcp, since CURVE applies to the socket's later endpoints only.
-    public func requireCurve(_ keys: PortKeyPair) throws(PortError) {
+    /// traffic is encrypted both ways, replies included; others cannot connect. Senders in
+    /// this process are unaffected (they reach the port over inproc). Must be called before
+    /// the port is named or bound to tcp, since CURVE applies to the socket's later
+    /// endpoints only.
+    ///
+    /// With `clients`, only clients whose key is on that list are accepted: every other one
+    /// is refused in the handshake (it gets `PortError.notAuthorized`), counted in
+    /// `statistics.clientsRefused` and logged; none of its messages reaches the handler.
+    /// Either way each message from a CURVE client carries its key as `LoopMessage.sender`.
+    /// The check is made by the process's ZAP handler (`docs/security.md`), started here if
+    /// it is not running yet.
+    public func requireCurve(_ keys: PortKeyPair, allowing clients: PortClientAllowList? = nil) throws(PortError) {
         try checkOwnerThread()
         guard let socket else { throw .invalidated }
         guard registration == nil, tcpAddresses.isEmpty else {
             throw .system(SystemCallError(code: .wrongState, call: "requireCurve: the port already has ipc or tcp endpoints"))
         }
+        let domain = "runloopkit.\(getpid()).\(inProcessAddress.rawValue.split(separator: ".").last ?? "")"
         do {
+            // The handler first: a CURVE server without it would admit any client.
+            let authenticator = try ZMQAuthenticator.shared()
+            if let clients {
+                try socket.setOption(.zapDomain, Array(domain.utf8))
+                authenticator.register(domain: domain, policy: Self.policy(admitting: clients, statistics: statistics,
+                                                                           port: "\(inProcessAddress)"))
+            }
             try socket.setOption(.curveServer, true)
             try socket.setOption(.curveSecretKey, keys.secretCurveKey)
         } catch {
+            if clients != nil { try? ZMQAuthenticator.shared().unregister(domain: domain) }
             throw .system(error)
+        }
+        requiresCurve = true
+        if clients != nil { authenticationDomain = domain }
+        allowedClients = clients
+    }
+
+    /// The ZAP policy of a port with an allow-list: its clients get their key as user id;
+    /// any other is refused, counted and logged. Runs on the ZAP handler's thread.
+    private static func policy(admitting clients: PortClientAllowList, statistics: PortStatistics,
+                               port: String) -> ZMQAuthenticator.Policy {
+        { request in
+            if let key = request.clientKey, clients.contains(key) { return .allow(userID: key.z85) }
+            statistics.countRefusedClient()
+            RunLoopKitLog.port.info("client refused: its key is not on the port's allow-list", metadata: [
+                "port": "\(port)", "client": "\(request.clientKey?.z85 ?? "none")",
+                "address": "\(request.address)", "mechanism": "\(request.mechanism)",
+            ])
+            return .deny(reason: "not on the allow-list")
         }
     }
 
     /// Binds the port to a tcp endpoint too (for example `tcp://127.0.0.1:*`), for peers on
     /// other machines; returns the bound address (with the port number chosen).
+    ///
+    /// Safe by default: an address other than a loopback one (`127.0.0.0/8`, `::1`,
+    /// `localhost`) is refused with `insecureBind` unless the port requires CURVE
+    /// (`requireCurve`), or the caller passes `insecure: true` to let anyone who reaches it
+    /// send to the port in the clear.
     @discardableResult
-    public func bind(tcp endpoint: String) throws(PortError) -> PortAddress {
+    public func bind(tcp endpoint: String, insecure: Bool = false) throws(PortError) -> PortAddress {
         try checkOwnerThread()
         guard endpoint.hasPrefix("tcp://") else { throw .invalidAddress(endpoint) }
         guard let socket else { throw .invalidated }
+        guard requiresCurve || insecure || Self.isLoopback(tcpEndpoint: endpoint) else { throw .insecureBind(endpoint) }
         let endpoint = try asPortError { () throws(SystemCallError) in
             if endpoint.contains("[") { try socket.setOption(.ipv6, true) } // libzmq binds IPv6 only when asked
             try socket.bind(endpoint)
@@ -165,6 +219,17 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         PortDirectory.shared.addAlias(bound, for: inProcessAddress)
         advertised.withLock { $0 = bound }
         return bound
+    }
+
+    /// Whether a `tcp://host:port` endpoint's host is a loopback address (or `localhost`),
+    /// reachable from this machine only.
+    static func isLoopback(tcpEndpoint endpoint: String) -> Bool {
+        var host = endpoint.dropFirst("tcp://".count)
+        if let colon = host.lastIndex(of: ":") { host = host[..<colon] }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
+        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
     /// A port freed without `invalidate()` (its last reference was its loop's mode, dropped
@@ -212,6 +277,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// no sender connects to it meanwhile.)
     private func closeSocketAndGiveBackAddresses() {
         socket = nil
+        // After the close: until then its handshakes still need the policy.
+        if let authenticationDomain { try? ZMQAuthenticator.shared().unregister(domain: authenticationDomain) }
+        authenticationDomain = nil
         for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
         tcpAddresses.removeAll()
         if let registration { PortDirectory.shared.withdraw(registration) }

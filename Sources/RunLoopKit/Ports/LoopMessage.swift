@@ -14,6 +14,11 @@ public struct LoopMessage: Sendable, Equatable {
     public var components: [Component]
     /// The port to reply to (`sendPort` of the guide's check-in), if any.
     public var replyPort: RemotePort?
+    /// Who sent it, as its connection proved it, on a message a port received over ipc or
+    /// tcp (see `MessageSender`); nil on messages from this process and on those being
+    /// sent (it is never sent: the receiver reads it from the connection). Not part of `==`,
+    /// which compares what a message says, not where it came from.
+    public var sender: MessageSender?
 
     public init(id: Int32, components: [Component] = [], replyPort: RemotePort? = nil) {
         self.id = id
@@ -24,6 +29,10 @@ public struct LoopMessage: Sendable, Equatable {
     /// A message with one data component holding `text` in UTF-8.
     public init(id: Int32, text: String, replyPort: RemotePort? = nil) {
         self.init(id: id, components: [.data(Array(text.utf8))], replyPort: replyPort)
+    }
+
+    public static func == (lhs: LoopMessage, rhs: LoopMessage) -> Bool {
+        lhs.id == rhs.id && lhs.components == rhs.components && lhs.replyPort == rhs.replyPort
     }
 
     /// The data components, in order.

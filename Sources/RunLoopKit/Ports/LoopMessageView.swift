@@ -15,15 +15,19 @@ public struct LoopMessageView: ~Copyable {
     public let isRequest: Bool
     /// The port to reply to, if any (the sender's own port in a check-in).
     public let replyPort: RemotePort?
+    /// Who sent it, as its connection proved it (see `LoopMessage.sender`).
+    public let sender: MessageSender?
     private let header: WireCodec.CheckedHeader
     private let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
 
     /// `frames` are the wire message's own (header, reply port, components), already
     /// checked (`WireCodec.checkedHeader` and every address).
-    init(header: WireCodec.CheckedHeader, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, replyPort: RemotePort?) {
+    init(header: WireCodec.CheckedHeader, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, replyPort: RemotePort?,
+         sender: MessageSender?) {
         id = header.messageID
         if case .request = header.kind { isRequest = true } else { isRequest = false }
         self.replyPort = replyPort
+        self.sender = sender
         self.header = header
         self.frames = frames
     }
@@ -59,6 +63,8 @@ public struct LoopMessageView: ~Copyable {
         let components = (0..<componentCount).map { index -> LoopMessage.Component in
             if let port = port(at: index) { .port(port) } else { .data([UInt8](frames[2 + index])) }
         }
-        return LoopMessage(id: id, components: components, replyPort: replyPort)
+        var message = LoopMessage(id: id, components: components, replyPort: replyPort)
+        message.sender = sender
+        return message
     }
 }

@@ -71,8 +71,13 @@ final class PortConnection: PortSourceDriver {
             if !target.isInProcess {
                 try socket.setOption(.reconnectInterval, -1)
                 if let serverKey = destination.curveServerKey.flatMap(ZMQCurveKey.init(z85:)) {
-                    // A fresh client key pair per connection: the server admits whoever knows its key.
-                    let client = try ZMQCurve.generateKeyPair()
+                    // The sender's own key pair if it has one (allow-lists), else a fresh one per connection.
+                    let client: (publicKey: ZMQCurveKey, secretKey: ZMQCurveKey)
+                    if let keys = destination.clientKeys {
+                        client = (keys.publicCurveKey, keys.secretCurveKey)
+                    } else {
+                        client = try ZMQCurve.generateKeyPair()
+                    }
                     try socket.setOption(.curveServerKey, serverKey)
                     try socket.setOption(.curvePublicKey, client.publicKey)
                     try socket.setOption(.curveSecretKey, client.secretKey)

@@ -31,6 +31,17 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The security handshake with the peer failed (a CURVE port and no key or a wrong
     /// key, or the reverse): reported as soon as libzmq reports it, not at the deadline.
     case authenticationFailed(PortAddress, HandshakeFailure)
+    /// The port refused this client in the security handshake (ZAP status 400): its CURVE
+    /// key is not on the port's allow-list (see `PortClientAllowList`). Reported as soon as
+    /// libzmq reports it, not at the deadline; the port's handler never saw the message.
+    case notAuthorized(PortAddress)
+    /// Binding `endpoint` would open the port to the network without CURVE: refused unless
+    /// the port requires CURVE, the address is a loopback one, or the caller passes
+    /// `insecure: true` (see `LocalPort.bind(tcp:insecure:)`).
+    case insecureBind(String)
+    /// A key file or key directory is unsafe (a secret key readable by others, a directory
+    /// others may write to, not ours) or unreadable: `reason` says which.
+    case keyFileUnsafe(path: String, reason: String)
     /// The port was invalidated.
     case invalidated
     /// The runtime directory for named ports is missing, not ours, or open to others.
@@ -53,6 +64,10 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .invalidAddress(let address): "invalid port address '\(address)'"
         case .invalidKey(let reason): "invalid CURVE key: \(reason)"
         case .authenticationFailed(let address, let failure): "the security handshake with \(address) failed: \(failure)"
+        case .notAuthorized(let address): "the port at \(address) refused this client: its key is not on the port's allow-list"
+        case .insecureBind(let endpoint):
+            "binding \(endpoint) without CURVE would let anyone who reaches it send to the port: call requireCurve first, bind a loopback address, or pass insecure: true"
+        case .keyFileUnsafe(let path, let reason): "unsafe key file \(path): \(reason)"
         case .invalidated: "the port was invalidated"
         case .runtimeDirectoryUnsafe(let path, let reason): "unsafe runtime directory \(path): \(reason)"
         case .checkInTimedOut(let expected, let checkedIn):
@@ -74,6 +89,12 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 extension PortError {
+    /// The error for a failed security handshake: `notAuthorized` when the port's ZAP
+    /// handler refused the client (status 400), else `authenticationFailed`.
+    static func handshakeFailed(_ address: PortAddress, _ failure: ZMQHandshakeFailure) -> PortError {
+        failure.isAuthorizationDenied ? .notAuthorized(address) : .authenticationFailed(address, HandshakeFailure(failure))
+    }
+
     /// Logs a send or reply timeout at `.debug`, and returns it to be thrown.
     static func loggedTimeout(_ error: PortError) -> PortError {
         RunLoopKitLog.port.debug("timed out", metadata: ["error": "\(error)"])

@@ -1,11 +1,16 @@
+import RunLoopSystem
 import RunLoopZMQ
+import Glibc
 
 /// A CURVE key pair for a port that accepts tcp (or ipc) peers only when they know its
 /// public key, and encrypts their traffic (ZeroMQ's CURVE, from libzmq).
 ///
 /// Give `publicKey` to the peers; keep the pair itself to the port's process. Neither
 /// `description` nor RunLoopKit's logs ever show the secret key.
-public struct PortKeyPair: Sendable, CustomStringConvertible, CustomReflectable {
+///
+/// Key files (`write(to:)`, `init(contentsOf:)`) use CZMQ's certificate format, so CZMQ's
+/// `zcert` and RunLoopKit read each other's files; see `docs/security.md`.
+public struct PortKeyPair: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// The public key, as 40 characters of Z85 text, for `RemotePort(_:curveServerKey:)`.
     public var publicKey: String { publicCurveKey.z85 }
 
@@ -39,4 +44,152 @@ public struct PortKeyPair: Sendable, CustomStringConvertible, CustomReflectable 
 
     /// `dump` and debuggers see the public key only.
     public var customMirror: Mirror { Mirror(self, children: ["publicKey": publicKey]) }
+
+    // MARK: - Key files
+
+    /// Writes the pair (public and secret key) to a new or existing file at `path`, with
+    /// mode 0600 whatever the umask or the file's mode before: only its owner may read it.
+    /// The format is CZMQ's secret certificate:
+    ///
+    ///     metadata
+    ///     curve
+    ///         public-key = "<40 Z85 characters>"
+    ///         secret-key = "<40 Z85 characters>"
+    public func write(to path: String) throws(PortError) {
+        let text = "#   RunLoopKit CURVE key pair (CZMQ certificate format): keep it private, mode 0600\n"
+            + "metadata\ncurve\n    public-key = \"\(publicKey)\"\n    secret-key = \"\(secretCurveKey.z85)\"\n"
+        try PortKeyFile.write(text, to: path, mode: 0o600)
+    }
+
+    /// Writes the public key alone to `path`, mode 0644 (it is public): the file a port's
+    /// allow-list directory holds for this client (`PortClientAllowList(directory:)`).
+    public func writePublicKey(to path: String) throws(PortError) {
+        let text = "#   RunLoopKit CURVE public key (CZMQ certificate format)\n"
+            + "metadata\ncurve\n    public-key = \"\(publicKey)\"\n"
+        try PortKeyFile.write(text, to: path, mode: 0o644)
+    }
+
+    /// Reads a key pair that `write(to:)` (or CZMQ's `zcert_save_secret`) wrote; also takes
+    /// a file whose first two lines are the public and the secret key in Z85. Refuses with
+    /// `keyFileUnsafe` a file that is not a regular file owned by this user, or that others
+    /// may read or write (mode & 077 not 0: `chmod 600` it); `invalidKey` if it holds no pair.
+    public init(contentsOf path: String) throws(PortError) {
+        let text = try PortKeyFile.read(path, secret: true)
+        let keys = PortKeyFile.keys(in: text)
+        guard let publicKey = keys.publicKey, let secretKey = keys.secretKey,
+              let pair = PortKeyPair(publicKey: publicKey, secretKey: secretKey)
+        else {
+            throw .invalidKey("\(path) holds no CURVE key pair (public-key and secret-key lines, or two Z85 lines)")
+        }
+        self = pair
+    }
+}
+
+/// Reading and writing key files (`PortKeyPair`, `PortClientAllowList`).
+enum PortKeyFile {
+    /// The most bytes a key file may have: a certificate is a few hundred.
+    static let maxBytes = 64 * 1024
+
+    static func write(_ text: String, to path: String, mode: mode_t) throws(PortError) {
+        try asPortError { () throws(SystemCallError) in
+            let fd = try Kernel.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode: mode)
+            defer { Kernel.close(fd) }
+            // Before writing, whatever mode the file had and whatever the umask took away.
+            try systemCall("fchmod(\(path))") { Glibc.fchmod(fd, mode) }
+            var bytes = Array(text.utf8)[...]
+            while !bytes.isEmpty {
+                let written = bytes.withUnsafeBytes { buffer in
+                    Result { () throws(SystemCallError) in try Kernel.write(fd, buffer) }
+                }
+                bytes = bytes.dropFirst(try written.get())
+            }
+        }
+    }
+
+    /// The text of the key file at `path`, after checking it: a regular file (not a link)
+    /// owned by this user (or root, for a public key), and, for a `secret` one, closed to
+    /// others (mode & 077 == 0); a public one must not be writable by others.
+    static func read(_ path: String, secret: Bool) throws(PortError) -> String {
+        let fd: Int32
+        do {
+            fd = try Kernel.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            throw .keyFileUnsafe(path: path, reason: "cannot open it (\(error)); a symbolic link is refused")
+        }
+        defer { Kernel.close(fd) }
+        let info = try asPortError { () throws(SystemCallError) in try Kernel.status(fd) }
+        try check(info, path: path, secret: secret)
+        var bytes = [UInt8](repeating: 0, count: maxBytes)
+        var count = 0
+        while count < maxBytes {
+            let start = count
+            let result = bytes.withUnsafeMutableBytes { buffer in
+                Result { () throws(SystemCallError) in
+                    try Kernel.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[start...]))
+                }
+            }
+            let read = try asPortError { () throws(SystemCallError) in try result.get() }
+            if read == 0 { break }
+            count += read
+        }
+        return String(decoding: bytes[..<count], as: UTF8.self)
+    }
+
+    static func check(_ info: stat, path: String, secret: Bool) throws(PortError) {
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .keyFileUnsafe(path: path, reason: "not a regular file") }
+        let mode = info.st_mode & 0o777
+        if secret {
+            guard info.st_uid == geteuid() else {
+                throw .keyFileUnsafe(path: path, reason: "owned by uid \(info.st_uid), not \(geteuid())")
+            }
+            guard mode & 0o077 == 0 else {
+                throw .keyFileUnsafe(path: path, reason: "mode \(String(mode, radix: 8)) lets others read it: chmod 600 it")
+            }
+        } else {
+            try checkNotOpenToOthers(info, path: path)
+        }
+    }
+
+    /// A public key file or the directory that holds them must be ours (or root's) and
+    /// closed to writers other than its owner: whoever can write one can add a client.
+    static func checkNotOpenToOthers(_ info: stat, path: String) throws(PortError) {
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw .keyFileUnsafe(path: path, reason: "owned by uid \(info.st_uid), not \(geteuid())")
+        }
+        let mode = info.st_mode & 0o777
+        guard mode & 0o022 == 0 else {
+            throw .keyFileUnsafe(path: path, reason: "mode \(String(mode, radix: 8)) lets others write it: chmod go-w it")
+        }
+    }
+
+    /// The keys in a key file's text: the `public-key = "..."` and `secret-key = "..."`
+    /// lines of a CZMQ certificate, else the first and second lines that are 40 characters
+    /// of Z85 (blank lines and `#` comments skipped).
+    static func keys(in text: String) -> (publicKey: String?, secretKey: String?) {
+        var named: [String: String] = [:]
+        var plain: [String] = []
+        for rawLine in text.split(whereSeparator: \.isNewline) {
+            let line = rawLine.trimmingSpaces
+            if line.utf8.count == ZMQCurveKey.z85Count, ZMQCurveKey(z85: line) != nil {
+                plain.append(line)
+                continue
+            }
+            guard !line.hasPrefix("#"), let equals = line.firstIndex(of: "=") else { continue }
+            let name = line[..<equals].trimmingSpaces
+            var value = line[line.index(after: equals)...].trimmingSpaces
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            if name == "public-key" || name == "secret-key", named[name] == nil { named[name] = value }
+        }
+        if named["public-key"] != nil { return (named["public-key"], named["secret-key"]) }
+        return (plain.first, plain.dropFirst().first)
+    }
+}
+
+private extension StringProtocol {
+    /// Without leading and trailing spaces and tabs.
+    var trimmingSpaces: String {
+        let isSpace = { (character: Character) in character == " " || character == "\t" || character == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
 }

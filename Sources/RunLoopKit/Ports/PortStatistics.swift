@@ -6,6 +6,7 @@ public final class PortStatistics: Sendable {
     private let dropped = Atomic<Int>(0)
     private let failedReplies = Atomic<Int>(0)
     private let handlerFailures = Atomic<Int>(0)
+    private let refusedClients = Atomic<Int>(0)
 
     /// Messages delivered to the handler.
     public var messagesReceived: Int { received.load(ordering: .relaxed) }
@@ -17,6 +18,12 @@ public final class PortStatistics: Sendable {
     /// Errors thrown by the port's handler (each reported; the loop went on).
     public var handlerErrors: Int { handlerFailures.load(ordering: .relaxed) }
 
+    /// Security handshakes refused because the client's CURVE key is not on the port's
+    /// allow-list (`PortClientAllowList`): each attempt counts (a RunLoopKit sender makes
+    /// two before it reports `notAuthorized`). None of their messages reached the port.
+    public var clientsRefused: Int { refusedClients.load(ordering: .relaxed) }
+
+    func countRefusedClient() { refusedClients.add(1, ordering: .relaxed) }
     func countHandlerError() { handlerFailures.add(1, ordering: .relaxed) }
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countDropped() { dropped.add(1, ordering: .relaxed) }

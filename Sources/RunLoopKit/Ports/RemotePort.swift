@@ -9,21 +9,30 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     public let address: PortAddress
     /// The CURVE public key of the port, if it requires CURVE (`LocalPort.requireCurve`).
     public let curveServerKey: String?
+    /// The key pair this sender shows a CURVE port, if it has one; without it, each
+    /// connection makes a fresh pair, which no allow-list holds.
+    public let clientKeys: PortKeyPair?
 
     public init(_ address: PortAddress) {
         self.address = address
         curveServerKey = nil
+        clientKeys = nil
     }
 
     /// A port that requires CURVE: messages to it are encrypted, and only reach it because
     /// `curveServerKey` is its public key; its replies come back encrypted too. Throws
     /// `invalidKey` for a key that is not 40 characters of Z85.
-    public init(_ address: PortAddress, curveServerKey: String) throws(PortError) {
+    ///
+    /// With `clientKeys`, the connection shows that key pair: a port with an allow-list
+    /// (`requireCurve(_:allowing:)`) accepts it if `clientKeys.publicKey` is on the list,
+    /// and its handler sees that key as each message's `sender`.
+    public init(_ address: PortAddress, curveServerKey: String, clientKeys: PortKeyPair? = nil) throws(PortError) {
         guard ZMQCurveKey(z85: curveServerKey) != nil else {
             throw .invalidKey("the server key of \(address) is not 40 characters of Z85")
         }
         self.address = address
         self.curveServerKey = curveServerKey
+        self.clientKeys = clientKeys
     }
 
     /// The port registered under `name`, in this process or another of this user's

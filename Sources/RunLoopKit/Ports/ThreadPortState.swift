@@ -117,7 +117,7 @@ final class ThreadPortState {
             }
             switch try asPortError(connection.updateLink) {
             case .refused(let failure) where lastConnect != nil:
-                throw .authenticationFailed(address, PortError.HandshakeFailure(failure))
+                throw PortError.handshakeFailed(address, failure) // notAuthorized for a ZAP 400 (security)
             case .down, .refused:
                 let now = Deadline.now()
                 if lastConnect.map({ now - $0 >= PortConnection.retryInterval }) ?? true {

@@ -1,0 +1,86 @@
+import RunLoopZMQ
+import Glibc
+
+/// Who sent a message a port received, as its connection proved it (`LoopMessage.sender`).
+///
+/// Known for a connection to a CURVE port (the key its handshake proved the client holds)
+/// and for an ipc connection (the process the kernel saw connect, `SO_PEERCRED`); unknown
+/// (nil) for messages from this process (inproc) and over tcp without CURVE, where an
+/// address would prove nothing. See `docs/security.md`.
+public enum MessageSender: Sendable, Hashable, CustomStringConvertible {
+    /// A CURVE client, by its long-term public key in Z85: the key its handshake proved it
+    /// holds (the "User-Id" the port's ZAP handler gave the connection).
+    case curveKey(String)
+    /// A process on this machine that connected over ipc: its user, group and process ids
+    /// when it connected, as the kernel gave them.
+    case process(uid: UInt32, gid: UInt32, pid: Int32)
+
+    public var description: String {
+        switch self {
+        case .curveKey(let key): "CURVE key \(key)"
+        case .process(let uid, let gid, let pid): "process \(pid) (uid \(uid), gid \(gid))"
+        }
+    }
+
+    /// The sender in libzmq's "Peer-Address" of an ipc connection, which ends with
+    /// ":uid:gid:pid" from `SO_PEERCRED` (`localhost:1000:1000:4242`); nil for any other
+    /// text. An IPv4 address has no colon, and an IPv6 address with exactly three colons
+    /// has an empty group, so neither can pass for one.
+    static func process(fromPeerAddress text: some Collection<UInt8>) -> MessageSender? {
+        let fields = text.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        guard fields.count == 4,
+              let uid = UInt32(decimal: fields[1]), let gid = UInt32(decimal: fields[2]),
+              let pid = UInt32(decimal: fields[3]), pid <= Int32.max
+        else { return nil }
+        return .process(uid: uid, gid: gid, pid: Int32(pid))
+    }
+}
+
+private extension UInt32 {
+    /// A non-empty run of decimal digits that fits.
+    init?(decimal digits: some Collection<UInt8>) {
+        guard !digits.isEmpty, digits.count <= 10 else { return nil }
+        var value: UInt64 = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + UInt64(digit - UInt8(ascii: "0"))
+        }
+        guard let fitting = UInt32(exactly: value) else { return nil }
+        self = fitting
+    }
+}
+
+/// Reads the sender of the message a port's socket just received, from the metadata libzmq
+/// attaches to every frame of a tcp or ipc connection (`zmq_msg_gets`): "User-Id" (set by
+/// the ZAP handler on CURVE connections), else "Peer-Address".
+///
+/// Cost: an inproc frame has no metadata, so that is one call that returns at once. A tcp
+/// or ipc message costs one or two lookups in its connection's small property map and a
+/// comparison with the text last seen; only a text not seen last (another connection)
+/// is parsed and makes a new `MessageSender`. The comparison is of the text itself, so a
+/// new connection is never taken for the previous one.
+///
+/// Owner thread of the port only, like its socket.
+struct MessageSenderReader {
+    private var lastText: [UInt8] = []
+    private var lastWasUserID = false
+    private var last: MessageSender?
+
+    mutating func sender(ofReceived socket: ZMQSocket) -> MessageSender? {
+        if let userID = socket.receivedProperty("User-Id", ofFrame: 0), userID.pointee != 0 {
+            return remembered(userID, isUserID: true) { .curveKey(String(decoding: $0, as: UTF8.self)) }
+        }
+        guard let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil } // inproc
+        return remembered(peer, isUserID: false) { MessageSender.process(fromPeerAddress: $0) }
+    }
+
+    private mutating func remembered(_ text: UnsafePointer<CChar>, isUserID: Bool,
+                                     _ make: (UnsafeRawBufferPointer) -> MessageSender?) -> MessageSender? {
+        let bytes = UnsafeRawBufferPointer(start: text, count: strlen(text))
+        if isUserID == lastWasUserID, bytes.elementsEqual(lastText) { return last }
+        last = make(bytes)
+        lastText = Array(bytes)
+        lastWasUserID = isUserID
+        return last
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Glibc
+@testable import RunLoopCore
+@testable import RunLoopKit
+@testable import RunLoopSystem
+@testable import RunLoopZMQ
+import XCTest
+
+/// `LoopMessage.sender` (`docs/security.md`): the peer process's uid, gid and pid over
+/// ipc, the client's CURVE key over tcp with CURVE (see `PortClientAllowListTests` for
+/// the allow-listed case), nothing from this process or over tcp without CURVE.
+final class MessageSenderTests: XCTestCase {
+    private var loop: ThreadRunLoop { ThreadRunLoop.current }
+
+    /// A port that answers "seen" and records each message's sender.
+    private func recordingPort(name: String? = nil) throws -> (LocalPort, () -> [MessageSender?]) {
+        final class Box { var senders: [MessageSender?] = [] }
+        let box = Box()
+        let port = try LocalPort(name: name) { message in
+            box.senders.append(message.sender)
+            return LoopMessage(id: 0, text: "seen")
+        }
+        loop.add(port, to: .default)
+        return (port, { box.senders })
+    }
+
+    func testAMessageOverIPCNamesTheSendingProcessByItsUidGidAndPid() throws {
+        let (port, senders) = try recordingPort(name: "sender-test-\(getpid())-\(UInt32.random(in: .min ... .max))")
+        defer { port.invalidate() }
+        let run = try runSecurityPeer(["--endpoint", port.remote.address.rawValue, "--text", "who am I"])
+        XCTAssertEqual(run.verdict, "reply seen")
+        XCTAssertGreaterThan(run.pid, 0)
+        XCTAssertNotEqual(run.pid, getpid())
+        XCTAssertEqual(senders(), [.process(uid: getuid(), gid: getgid(), pid: run.pid)],
+                       "the child's own pid, as the kernel gave it (SO_PEERCRED)")
+    }
+
+    func testAMessageOverTCPWithCurveNamesTheClientByItsKey() throws {
+        let keys = try PortKeyPair.generate()
+        let client = try PortKeyPair.generate()
+        let (port, senders) = try recordingPort()
+        defer { port.invalidate() }
+        try port.requireCurve(keys)
+        let address = try port.bind(tcp: "tcp://127.0.0.1:*")
+        let run = try runSecurityPeer(["--endpoint", address.rawValue, "--text", "hi", "--server-key=\(keys.publicKey)",
+                                       "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
+        XCTAssertEqual(run.verdict, "reply seen")
+        XCTAssertEqual(senders(), [.curveKey(client.publicKey)])
+    }
+
+    func testMessagesFromThisProcessAndOverTCPWithoutCurveHaveNoSender() throws {
+        let (port, senders) = try recordingPort()
+        defer { port.invalidate() }
+        let address = try port.bind(tcp: "tcp://127.0.0.1:*")
+        try port.send(LoopMessage(id: 1, text: "inproc"))
+        XCTAssertTrue(runCurrentLoop { senders().count == 1 })
+        let run = try runSecurityPeer(["--endpoint", address.rawValue, "--text", "plain tcp"])
+        XCTAssertEqual(run.verdict, "reply seen")
+        XCTAssertEqual(senders(), [nil, nil])
+    }
+
+    func testOnlyAnIPCPeerAddressWithUidGidAndPidMakesAProcessSender() {
+        func parse(_ text: String) -> MessageSender? { MessageSender.process(fromPeerAddress: Array(text.utf8)) }
+        XCTAssertEqual(parse("localhost:1000:100:4242"), .process(uid: 1000, gid: 100, pid: 4242))
+        XCTAssertEqual(parse(":0:0:1"), .process(uid: 0, gid: 0, pid: 1))
+        for text in ["127.0.0.1", "::1", "fe80::1:2", "1::2:3", "localhost:1:2", "localhost:a:2:3",
+                     "localhost:1:2:99999999999", "localhost:1:2:3:4", "", "localhost::2:3"] {
+            XCTAssertNil(parse(text), text)
+        }
+    }
+
+    func testTheSenderIsNotPartOfAMessagesEquality() {
+        var received = LoopMessage(id: 1, text: "x")
+        received.sender = .process(uid: 1, gid: 1, pid: 1)
+        XCTAssertEqual(received, LoopMessage(id: 1, text: "x"))
+        XCTAssertNotEqual(received, LoopMessage(id: 2, text: "x"))
+    }
+}

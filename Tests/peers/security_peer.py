@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""A client process for docs/security.md's tests, written with pyzmq from docs/wire-format.md.
+
+It makes one request (message 9, correlation id 0x55, one data component: --text) of a
+RunLoopKit port at --endpoint from a DEALER socket, as a CURVE client with its own long-term
+key pair when --server-key is given, and prints what happened on one line:
+
+    reply <text>        the port answered (its reply's first data component)
+    refused <status>    the port's ZAP handler refused the handshake (the client's socket
+                        monitor saw ZMQ_EVENT_HANDSHAKE_FAILED_AUTH with that status)
+
+then exits 0. Anything else (no answer within 20 s, a malformed reply): a message on
+stderr and exit status 1. Every wait is bounded, so the peer never hangs.
+
+Usage: security_peer.py --endpoint E --text T [--server-key K --public-key P --secret-key S]
+"""
+
+import argparse
+import struct
+import sys
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+MAGIC, VERSION, KIND_REQUEST, KIND_REPLY, DATA = b"RLK", 2, 1, 2, 0
+HEADER = struct.Struct("<3sBBBHiQ")  # magic, version, kind, flags, count, message id, correlation id
+TIMEOUT_MS = 20_000
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--text", required=True)
+    parser.add_argument("--server-key")
+    parser.add_argument("--public-key")
+    parser.add_argument("--secret-key")
+    args = parser.parse_args()
+
+    context = zmq.Context()
+    dealer = context.socket(zmq.DEALER)
+    dealer.linger = 0
+    if args.server_key:
+        dealer.curve_serverkey = args.server_key.encode()
+        dealer.curve_publickey = args.public_key.encode()
+        dealer.curve_secretkey = args.secret_key.encode()
+    monitor = dealer.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+    dealer.connect(args.endpoint)
+    header = HEADER.pack(MAGIC, VERSION, KIND_REQUEST, 0, 1, 9, 0x55) + bytes([DATA])
+    dealer.send_multipart([header, b"", args.text.encode()])
+
+    poller = zmq.Poller()
+    poller.register(dealer, zmq.POLLIN)
+    poller.register(monitor, zmq.POLLIN)
+    ready = dict(poller.poll(TIMEOUT_MS))
+    if monitor in ready:
+        event = recv_monitor_message(monitor)
+        print(f"refused {event['value']}", flush=True)
+    elif dealer in ready:
+        frames = dealer.recv_multipart()
+        if len(frames) != 3 or len(frames[0]) != HEADER.size + 1:
+            sys.exit(f"malformed reply: {frames!r}")
+        magic, version, kind, _, count, msgid, correlation = HEADER.unpack_from(frames[0])
+        if (magic, version, kind, count, msgid, correlation) != (MAGIC, VERSION, KIND_REPLY, 1, 9, 0x55):
+            sys.exit(f"unexpected reply header: {frames[0]!r}")
+        print(f"reply {frames[2].decode()}", flush=True)
+    else:
+        sys.exit(f"no reply and no refusal from {args.endpoint} within {TIMEOUT_MS} ms")
+    dealer.disable_monitor()
+    monitor.close(0)
+    dealer.close(0)
+    context.term()
+
+
+if __name__ == "__main__":
+    main()
