@@ -12,6 +12,28 @@
 /// Swift's Glibc module does not set).
 static inline pid_t clinux_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
+#include <linux/time_types.h>
+#include <stdint.h>
+/// `epoll_pwait2` (Linux 5.11) through `syscall(2)`, so that the package links against a
+/// glibc older than 2.35, which has no wrapper: waits at most `timeout_ns` nanoseconds
+/// (negative: no timeout), with no signal mask. Returns the number of ready events, or -1
+/// with errno set (ENOSYS where the kernel lacks the call).
+static inline int clinux_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns) {
+    struct __kernel_timespec timeout;
+    struct __kernel_timespec *timeout_pointer = NULL;
+    if (timeout_ns >= 0) {
+        timeout.tv_sec = timeout_ns / 1000000000;
+        timeout.tv_nsec = timeout_ns % 1000000000;
+        timeout_pointer = &timeout;
+    }
+#ifdef SYS_epoll_pwait2
+    return (int)syscall(SYS_epoll_pwait2, epfd, events, maxevents, timeout_pointer, NULL, 0);
+#else
+    return (int)syscall(441 /* SYS_epoll_pwait2 on x86_64, aarch64 and every generic-syscall architecture */,
+                        epfd, events, maxevents, timeout_pointer, NULL, 0);
+#endif
+}
+
 #include <fcntl.h>
 /// Open-file-description locks (F_OFD_SETLK / F_OFD_GETLK), which glibc hides behind
 /// _GNU_SOURCE: held per open file, released by the kernel when the holder dies, and

@@ -74,6 +74,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         owner = pthread_self()
         self.handler = handler
         do {
+            // The owner loop's poll set is made now if it has none, so that a port is
+            // refused here (EMFILE), not when its loop first sleeps.
+            try ThreadRunLoop.current.poller.preparePollSet()
             let socket = try ZMQSocket(type: .router)
             // A reply to a requester that is gone fails at once instead of vanishing.
             try socket.setOption(.routerMandatory, true)
