@@ -74,6 +74,9 @@ struct PollSet {
     /// the first wait that finds out, and kept. Any thread (atomic).
     private static let preciseWaitMissing = Atomic<Bool>(false)
 
+    /// Whether a wait of this process found `epoll_pwait2` missing. Any thread.
+    package static var isPreciseWaitMissing: Bool { preciseWaitMissing.load(ordering: .relaxed) }
+
     /// `epoll_pwait2` with a nanosecond timeout (through `syscall(2)`, see
     /// `clinux_epoll_pwait2`), falling back to `epoll_wait` rounded up to whole
     /// milliseconds (never early) where the kernel lacks it (`ENOSYS`, remembered for the

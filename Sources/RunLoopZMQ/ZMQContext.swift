@@ -82,7 +82,11 @@ package final class ZMQContext: @unchecked Sendable {
         var opened: [Int32] = []
         defer { for fd in opened { Kernel.close(fd) } }
         for _ in 0..<needed {
-            opened.append(try Kernel.eventDescriptor())
+            do {
+                opened.append(try Kernel.eventDescriptor())
+            } catch {
+                throw SystemCallError(code: error.code, call: "zmq_ctx_new (\(needed) descriptors to start a context)")
+            }
         }
     }
 
