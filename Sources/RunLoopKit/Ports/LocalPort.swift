@@ -66,6 +66,10 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     ///
     /// `receiveHighWaterMark` bounds the messages queued for it (with each sender's own
     /// 10,000): once reached, senders wait, and fail with `sendTimedOut` at their deadline.
+    ///
+    /// Throws `.system` with `tooManyOpenFiles` (`EMFILE`) at the descriptor limit: the
+    /// port needs its socket, its thread's loop's poll set (made with the loop's first port)
+    /// and, for the process's first port, ZeroMQ's context.
     public init(name: String? = nil, receiveHighWaterMark: Int32 = LocalPort.defaultReceiveHighWaterMark,
                 handler: Handler? = nil) throws(PortError) {
         let serial = LocalPort.counter.add(1, ordering: .relaxed).newValue
