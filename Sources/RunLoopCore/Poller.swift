@@ -9,9 +9,9 @@ import Synchronization
 /// with a nanosecond deadline (`FUTEX_WAIT_BITSET`, absolute on `CLOCK_MONOTONIC`). Once
 /// a port descriptor is registered, it sleeps in a poll set (`PollSet`: epoll with a
 /// wake-up eventfd, waited on with `epoll_pwait2`, or `epoll_wait` on a kernel without
-/// it). So a worker that never holds a port
-/// makes no descriptor at all: no `epoll_create1`, `eventfd`, `epoll_ctl` or `close` per
-/// thread, and a pass that only looks (after handling a source) makes no system call.
+/// it). So a worker that never holds a port makes no descriptor at all: no
+/// `epoll_create1`, `eventfd`, `epoll_ctl` or `close` per thread, and a pass that only
+/// looks (after handling a source) makes no system call.
 ///
 /// Thread safety: `wake()` and `isSleeping` may be used from any thread; everything
 /// else only from the loop's thread.
@@ -32,11 +32,11 @@ package final class Poller: @unchecked Sendable {
     /// deinit). Wakers read it only after seeing `sleepingInPollSet`, which the loop sets
     /// (releasing) after making it.
     private var pollSet: PollSet?
-    // Loop thread only, so without run-time exclusivity checks (the wait passes both
-    // inout on every sleep: about a hundred instructions each).
+    // Loop thread only, so without run-time exclusivity checks (the wait reads the switch
+    // and passes `events` inout on every sleep: about a hundred instructions each).
     /// Makes the poll set wait with `epoll_wait`'s millisecond timeout, as on a kernel
     /// without `epoll_pwait2` (tests of the fallback). Loop thread only.
-    package var forcesMillisecondWaits = false
+    @exclusivity(unchecked) package var forcesMillisecondWaits = false
     /// Waits made with `epoll_wait`'s millisecond timeout, and those of them that returned
     /// with nothing ready before their deadline (a timeout rounded down would). Loop thread only.
     package private(set) var millisecondWaits = 0

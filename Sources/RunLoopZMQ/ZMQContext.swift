@@ -37,7 +37,9 @@ package final class ZMQContext: @unchecked Sendable {
     /// how long closing the context waits for a socket's unsent messages.
     package let socketLinger: Int32
 
-    /// Creates a context, via `zmq_ctx_new` and `zmq_ctx_set`.
+    /// Creates a context, via `zmq_ctx_new` and `zmq_ctx_set`, and starts its threads (a
+    /// socket made and closed) once the descriptors they need were seen to be free
+    /// (`checkDescriptorsForStart`): `EMFILE` at the descriptor limit, never an abort.
     ///
     /// - Parameters:
     ///   - ioThreads: `ZMQ_IO_THREADS`, the threads that move tcp and ipc traffic.
