@@ -39,18 +39,12 @@ final class InstallDependenciesScriptTests: XCTestCase {
         try osRelease.write(to: release, atomically: true, encoding: .utf8)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("scripts/install-dependencies.sh")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [script.path]
-        process.environment = ["PATH": directory.appendingPathComponent("bin").path, "RUNLOOPKIT_OS_RELEASE": release.path]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let run = try runCapturing(["/bin/sh", script.path],
+                                   environment: ["PATH": directory.appendingPathComponent("bin").path,
+                                                 "RUNLOOPKIT_OS_RELEASE": release.path],
+                                   inheritEnvironment: false)
         let calls = (try? String(contentsOf: directory.appendingPathComponent("calls"), encoding: .utf8)) ?? ""
-        return (process.terminationStatus, calls.split(separator: "\n").map(String.init), stderr)
+        return (run.exitStatus ?? -1, calls.split(separator: "\n").map(String.init), run.stderr)
     }
 
     func testOnFedoraTheMissingPackagesAreInstalledWithDnf() throws {

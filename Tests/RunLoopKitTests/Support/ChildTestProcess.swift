@@ -1,7 +1,69 @@
-import Dispatch
 import Foundation
+import Glibc
 @testable import RunLoopSystem
 import XCTest
+
+/// How a child process ended, and what it printed.
+struct CapturedRun {
+    /// Its exit status, or nil if a signal ended it.
+    let exitStatus: Int32?
+    /// The signal that ended it, or nil if it exited.
+    let signal: Int32?
+    let stdout: String
+    let stderr: String
+}
+
+/// Runs `arguments` (a path and its arguments) to its exit with `posix_spawn`, with this
+/// process's environment and `environment` added (or `environment` alone), and returns
+/// how it ended and what it printed. (Not Foundation's `Process`, which reaps every child
+/// and whose objects LeakSanitizer reports.)
+func runCapturing(_ arguments: [String], environment: [String: String] = [:], inheritEnvironment: Bool = true,
+                  file: StaticString = #filePath, line: UInt = #line) throws -> CapturedRun {
+    var merged = inheritEnvironment ? ProcessInfo.processInfo.environment : [:]
+    merged.merge(environment) { $1 }
+    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { for pointer in argv + envp { free(pointer) } }
+    var output: [Int32] = [0, 0], errors: [Int32] = [0, 0]
+    try systemCall("pipe") { pipe(&output) }
+    try systemCall("pipe") { pipe(&errors) }
+    // Close-on-exec, so that no other child spawned meanwhile holds a write end open.
+    for fd in output + errors { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+    posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+    close(output[1])
+    close(errors[1])
+    defer { close(output[0]); close(errors[0]) }
+    guard spawned == 0 else { throw SystemCallError(call: "posix_spawn(\(arguments[0]))", errno: spawned) }
+    // Both pipes are read to their end (the child's exit), stderr on another thread, so
+    // that neither fills while the other is read.
+    let stderrBytes = LockedValue<[UInt8]>([])
+    let errorsFD = errors[0]
+    let stderrReader = TestThread { stderrBytes.withLock { $0 = readToEnd(errorsFD) } }
+    let stdoutBytes = readToEnd(output[0])
+    stderrReader.join()
+    var status: Int32 = 0
+    _ = try systemCall("waitpid") { waitpid(pid, &status, 0) }
+    let exited = status & 0x7f == 0
+    return CapturedRun(exitStatus: exited ? (status >> 8) & 0xff : nil, signal: exited ? nil : status & 0x7f,
+                       stdout: String(decoding: stdoutBytes, as: UTF8.self),
+                       stderr: String(decoding: stderrBytes.withLock { $0 }, as: UTF8.self))
+}
+
+private func readToEnd(_ fd: Int32) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { (try? Kernel.read(fd, into: $0)) ?? 0 }
+        if count <= 0 { return bytes }
+        bytes += buffer[0..<count]
+    }
+}
 
 /// A test that runs its scenario in a child process: this test binary again, filtered to
 /// the same test, with `variable` set to `scenario` in its environment. The child's
@@ -11,24 +73,14 @@ import XCTest
 @discardableResult
 func expectPassingChild(_ testCase: XCTestCase, test: String, variable: String, scenario: String,
                         file: StaticString = #filePath, line: UInt = #line) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
-    process.arguments = ["RunLoopKitTests.\(type(of: testCase))/\(name)"]
-    process.environment = ProcessInfo.processInfo.environment.merging([variable: scenario]) { $1 }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    let exited = DispatchSemaphore(value: 0)
-    process.terminationHandler = { _ in exited.signal() }
-    try process.run()
-    let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    try? output.fileHandleForReading.close()
-    waitOrFail(exited, seconds: 120, "the child process to exit", file: file, line: line)
-    XCTAssertEqual(process.terminationReason, .exit, "the child was killed by a signal (a trap or an abort):\n\(report)",
-                   file: file, line: line)
-    XCTAssertEqual(process.terminationStatus, 0, "the child's report:\n\(report)", file: file, line: line)
-    return report
+    let run = try runCapturing([executable, "RunLoopKitTests.\(type(of: testCase))/\(name)"],
+                               environment: [variable: scenario], file: file, line: line)
+    XCTAssertNil(run.signal, "the child was killed by a signal (a trap or an abort):\n\(run.stdout)\n\(run.stderr)",
+                 file: file, line: line)
+    XCTAssertEqual(run.exitStatus, 0, "the child's report:\n\(run.stdout)", file: file, line: line)
+    return run.stdout
 }
 
 /// In the child of `expectPassingChild`: the scenario to run, or nil in the parent.
