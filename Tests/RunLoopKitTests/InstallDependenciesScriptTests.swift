@@ -23,6 +23,7 @@ final class InstallDependenciesScriptTests: XCTestCase {
 
     override func tearDownWithError() throws {
         try FileManager.default.removeItem(at: directory)
+        directory = nil // XCTest keeps the test case objects until exit
     }
 
     /// A stand-in for `tool` that records its arguments and exits with `status`.
