@@ -71,7 +71,7 @@ final class PollSetTests: XCTestCase {
     }
 
     /// In the child: runs timed runs on two loops with `epoll_pwait2` denied. Needs seccomp,
-    /// which every Linux since 3.5 has; a sandbox that forbids it ends the child with 2.
+    /// which every Linux since 3.5 has: where a sandbox forbids it, the test fails and says so.
     private static func runWithEpollPwait2Missing() -> Bool {
         // Denied for this thread and the ones it starts from now on (the second loop's).
         guard clinux_deny_system_call_for_tests(clinux_epoll_pwait2_number(), ENOSYS) == 0 else {
