@@ -12,6 +12,33 @@
 /// Swift's Glibc module does not set).
 static inline pid_t clinux_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
+#include <linux/time_types.h>
+#include <stdint.h>
+/// The number of `epoll_pwait2`: 441 on x86_64, aarch64 and every architecture with the
+/// generic system call table, where the headers are too old to name it.
+static inline long clinux_epoll_pwait2_number(void) {
+#ifdef SYS_epoll_pwait2
+    return SYS_epoll_pwait2;
+#else
+    return 441;
+#endif
+}
+
+/// `epoll_pwait2` (Linux 5.11) through `syscall(2)`, so that the package links against a
+/// glibc older than 2.35, which has no wrapper: waits at most `timeout_ns` nanoseconds
+/// (negative: no timeout), with no signal mask. Returns the number of ready events, or -1
+/// with errno set (ENOSYS where the kernel lacks the call).
+static inline int clinux_epoll_pwait2(int epfd, struct epoll_event *events, int maxevents, int64_t timeout_ns) {
+    struct __kernel_timespec timeout;
+    struct __kernel_timespec *timeout_pointer = NULL;
+    if (timeout_ns >= 0) {
+        timeout.tv_sec = timeout_ns / 1000000000;
+        timeout.tv_nsec = timeout_ns % 1000000000;
+        timeout_pointer = &timeout;
+    }
+    return (int)syscall(clinux_epoll_pwait2_number(), epfd, events, maxevents, timeout_pointer, NULL, 0);
+}
+
 #include <fcntl.h>
 /// Open-file-description locks (F_OFD_SETLK / F_OFD_GETLK), which glibc hides behind
 /// _GNU_SOURCE: held per open file, released by the kernel when the holder dies, and
@@ -38,6 +65,25 @@ static inline int clinux_set_thread_name(const char *name) {
 /// time the kernel may add to its timed sleeps to batch wake-ups; Linux's default is 50 µs.
 static inline int clinux_set_timer_slack(unsigned long nanoseconds) {
     return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+/// For tests of fallbacks only: makes system call `nr` fail with `errno_value` on the
+/// calling thread and the threads it creates from now on, as on a kernel without the call
+/// (a seccomp filter, after `PR_SET_NO_NEW_PRIVS`; irreversible). Returns 0, or -1 with
+/// errno set where seccomp is not available.
+static inline int clinux_deny_system_call_for_tests(long nr, int errno_value) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned int)nr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned int)errno_value & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = { .len = (unsigned short)(sizeof filter / sizeof filter[0]), .filter = filter };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program);
 }
 
 #include <linux/futex.h>

@@ -165,9 +165,12 @@ struct DescriptorTable {
 
     /// Brings the poll set in line with what each registration wants while the loop runs
     /// `items`' mode (`mainQueueWanted`: the main queue is to be serviced in it). A
-    /// descriptor the kernel refuses is queued as ready with its error, for step 9 (a
-    /// port's or the main queue's cannot be refused short of a bug: that stops the program).
-    mutating func applyChanges(runningMode items: ModeItems, mainQueueWanted: Bool, poller: Poller) {
+    /// source's descriptor the kernel refuses is queued as ready with its error, for step
+    /// 9. A port's or the main queue's refused (the poll set cannot be made at the
+    /// descriptor limit, or the kernel is out of memory or of epoll watches) stays marked
+    /// changed, to be tried again at the next sleep, and the first such error is thrown
+    /// once every other change is applied: the run ends with it (`RunResult.failed`).
+    mutating func applyChanges(runningMode items: ModeItems, mainQueueWanted: Bool, poller: Poller) throws(SystemCallError) {
         let mode = ObjectIdentifier(items)
         if mode != appliedMode || mainQueueWanted != appliedMainQueueWanted {
             appliedMode = mode
@@ -178,13 +181,19 @@ struct DescriptorTable {
         guard !changed.isEmpty else { return }
         let batch = changed
         changed.removeAll(keepingCapacity: true)
+        var refused: (error: SystemCallError, registrations: [Registration])?
         for registration in batch {
             registration.isChanged = false
             guard holds(registration) else { continue } // unregistered meanwhile
             let wanted = wantedEvents(registration, items, mainQueueWanted)
             guard wanted != registration.registeredEvents else { continue }
-            apply(wanted, to: registration, poller: poller)
+            if let error = apply(wanted, to: registration, poller: poller) {
+                refused = (refused?.error ?? error, (refused?.registrations ?? []) + [registration])
+            }
         }
+        guard let refused else { return }
+        for registration in refused.registrations { markChanged(registration) }
+        throw refused.error
     }
 
     /// Whether the poll set is not yet in line with what `items`' mode wants: changes made
@@ -205,7 +214,8 @@ struct DescriptorTable {
         }
     }
 
-    private mutating func apply(_ wanted: UInt32, to registration: Registration, poller: Poller) {
+    /// Applies one change; returns the error of a port or the main queue the kernel refused.
+    private mutating func apply(_ wanted: UInt32, to registration: Registration, poller: Poller) -> SystemCallError? {
         let fd = registration.descriptor, token = registration.token
         do {
             switch (registration.registeredEvents, wanted) {
@@ -214,13 +224,17 @@ struct DescriptorTable {
             default: try poller.modify(fd, token: token, events: wanted)
             }
             setRegistered(registration, wanted)
+            return nil
         } catch {
             guard case .source = registration.client else {
-                preconditionFailure("cannot watch a \(registration.client) descriptor in the poll set: \(error)")
+                // A removal that fails left nothing in the set (the descriptor is closed).
+                guard wanted != 0 else { setRegistered(registration, 0); return nil }
+                return error
             }
             setRegistered(registration, 0)
             registration.lostError = error
             enqueueReady(registration)
+            return nil
         }
     }
 

@@ -1,6 +1,7 @@
 import RunLoopSystem
 import CLinuxPoll
 import Glibc
+import Synchronization
 
 /// The epoll instance a loop with port sources sleeps in, with the eventfd that wakes it:
 /// made by `Poller` when the loop's first port descriptor is registered, so that a loop
@@ -69,39 +70,47 @@ struct PollSet {
         _ = try? withUnsafeMutableBytes(of: &value) { try Kernel.read(wakeFD, into: $0) }
     }
 
-    /// `epoll_pwait2` with a nanosecond timeout, falling back to `epoll_wait` rounded up to
-    /// whole milliseconds (never early) where the kernel lacks it (`preciseWaitAvailable`
-    /// is then cleared). Fills `events`; returns how many are ready. The time left is
+    /// Whether this kernel has `epoll_pwait2` (Linux 5.11): learnt once per process, at
+    /// the first wait that finds out, and kept. Any thread (atomic).
+    private static let preciseWaitMissing = Atomic<Bool>(false)
+
+    /// Whether a wait of this process found `epoll_pwait2` missing. Any thread.
+    package static var isPreciseWaitMissing: Bool { preciseWaitMissing.load(ordering: .relaxed) }
+
+    /// `epoll_pwait2` with a nanosecond timeout (through `syscall(2)`, see
+    /// `clinux_epoll_pwait2`), falling back to `epoll_wait` rounded up to whole
+    /// milliseconds (never early) where the kernel lacks it (`ENOSYS`, remembered for the
+    /// process) or when `millisecondsOnly` forces the fallback (tests). Fills `events`;
+    /// returns how many are ready, and whether the fallback was used. The time left is
     /// computed afresh on each attempt, so a signal (`EINTR`) never stretches the wait.
     func waitForEvents(until deadline: Deadline, into events: inout [epoll_event],
-                       preciseWaitAvailable: inout Bool) throws(SystemCallError) -> Int {
+                       millisecondsOnly: Bool) throws(SystemCallError) -> (count: Int, inMilliseconds: Bool) {
         let capacity = Int32(events.count)
         let infinite = deadline == .distantFuture
         func remaining() -> UInt64 {
             let now = Deadline.now()
             return deadline > now ? deadline.rawValue - now.rawValue : 0
         }
-        if preciseWaitAvailable {
+        if !millisecondsOnly && !PollSet.preciseWaitMissing.load(ordering: .relaxed) {
             do {
-                return Int(try systemCall("epoll_pwait2") {
-                    let left = remaining()
-                    var timeout = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+                let count = try systemCall("epoll_pwait2") {
+                    let timeout = infinite ? -1 : Int64(clamping: remaining())
                     return events.withUnsafeMutableBufferPointer { buffer in
-                        infinite
-                            ? epoll_pwait2(epollFD, buffer.baseAddress, capacity, nil, nil)
-                            : epoll_pwait2(epollFD, buffer.baseAddress, capacity, &timeout, nil)
+                        clinux_epoll_pwait2(epollFD, buffer.baseAddress, capacity, timeout)
                     }
-                })
+                }
+                return (Int(count), false)
             } catch where error.errno == ENOSYS {
-                preciseWaitAvailable = false
+                PollSet.preciseWaitMissing.store(true, ordering: .relaxed)
             }
         }
-        return Int(try systemCall("epoll_wait") {
+        let count = try systemCall("epoll_wait") {
             let milliseconds = infinite ? -1 : Int32(clamping: (remaining() + 999_999) / 1_000_000)
             return events.withUnsafeMutableBufferPointer { buffer in
                 epoll_wait(epollFD, buffer.baseAddress, capacity, milliseconds)
             }
-        })
+        }
+        return (Int(count), true)
     }
 
     private static func control(_ operation: Int32, _ name: StaticString, _ fd: Int32, token: UInt64,

@@ -8,9 +8,10 @@ import Synchronization
 /// A loop without port sources sleeps on a futex: its sleep/wake handshake word itself,
 /// with a nanosecond deadline (`FUTEX_WAIT_BITSET`, absolute on `CLOCK_MONOTONIC`). Once
 /// a port descriptor is registered, it sleeps in a poll set (`PollSet`: epoll with a
-/// wake-up eventfd, waited on with `epoll_pwait2`). So a worker that never holds a port
-/// makes no descriptor at all: no `epoll_create1`, `eventfd`, `epoll_ctl` or `close` per
-/// thread, and a pass that only looks (after handling a source) makes no system call.
+/// wake-up eventfd, waited on with `epoll_pwait2`, or `epoll_wait` on a kernel without
+/// it). So a worker that never holds a port makes no descriptor at all: no
+/// `epoll_create1`, `eventfd`, `epoll_ctl` or `close` per thread, and a pass that only
+/// looks (after handling a source) makes no system call.
 ///
 /// Thread safety: `wake()` and `isSleeping` may be used from any thread; everything
 /// else only from the loop's thread.
@@ -31,10 +32,15 @@ package final class Poller: @unchecked Sendable {
     /// deinit). Wakers read it only after seeing `sleepingInPollSet`, which the loop sets
     /// (releasing) after making it.
     private var pollSet: PollSet?
-    // Loop thread only, so without run-time exclusivity checks (the wait passes both
-    // inout on every sleep: about a hundred instructions each).
-    /// Whether `epoll_pwait2` exists on this kernel; loop thread only.
-    @exclusivity(unchecked) private var preciseWaitAvailable = true
+    // Loop thread only, so without run-time exclusivity checks (the wait reads the switch
+    // and passes `events` inout on every sleep: about a hundred instructions each).
+    /// Makes the poll set wait with `epoll_wait`'s millisecond timeout, as on a kernel
+    /// without `epoll_pwait2` (tests of the fallback). Loop thread only.
+    @exclusivity(unchecked) package var forcesMillisecondWaits = false
+    /// Waits made with `epoll_wait`'s millisecond timeout, and those of them that returned
+    /// with nothing ready before their deadline (a timeout rounded down would). Loop thread only.
+    package private(set) var millisecondWaits = 0
+    package private(set) var millisecondWaitsEndedEarly = 0
     /// Reused buffer of ready events, allocated with the poll set; loop thread only.
     @exclusivity(unchecked) private var events: [epoll_event] = []
     /// Wakes the poll set for far deadlines; made on first use, loop thread only. Armed
@@ -57,11 +63,22 @@ package final class Poller: @unchecked Sendable {
     /// Adds a descriptor, reported with `token` when one of `events` (epoll's bits) is
     /// ready, level-triggered, via `epoll_ctl(EPOLL_CTL_ADD)`; the first one makes the poll set.
     func register(_ fd: Int32, token: UInt64, events: UInt32) throws(SystemCallError) {
-        if pollSet == nil {
-            pollSet = try PollSet()
-            self.events = [epoll_event](repeating: epoll_event(), count: 64)
-        }
-        try pollSet!.register(fd, token: token, events: events)
+        try madePollSet().register(fd, token: token, events: events)
+    }
+
+    /// Makes the poll set (an epoll instance and its wake-up eventfd) if the loop has none
+    /// yet, so that the descriptors it needs are taken now: a port is created with its
+    /// loop's poll set, and fails there, with `EMFILE`, at the descriptor limit. Loop thread only.
+    package func preparePollSet() throws(SystemCallError) {
+        _ = try madePollSet()
+    }
+
+    private func madePollSet() throws(SystemCallError) -> PollSet {
+        if let pollSet { return pollSet }
+        let made = try PollSet()
+        events = [epoll_event](repeating: epoll_event(), count: 64)
+        pollSet = made
+        return made
     }
 
     /// Changes what a registered descriptor is watched for, via `epoll_ctl(EPOLL_CTL_MOD)`.
@@ -107,13 +124,22 @@ package final class Poller: @unchecked Sendable {
         while true {
             // A far deadline arms the timerfd instead of a timeout (see `FarDeadlineTimer`);
             // armed before the commit, so that nothing can fail between the commit and the wait.
+            // Where the timer cannot be had (no descriptor left), the wait takes the deadline.
             let far = !poll && deadline != .distantFuture
                 && deadline.rawValue > Deadline.now().rawValue + FarDeadlineTimer.threshold
-            if far { try armFarDeadlineTimer(atOrBefore: deadline, in: pollSet) }
+                && armFarDeadlineTimer(atOrBefore: deadline, in: pollSet)
             // Commit to sleep only if no wake-up is pending; otherwise just look.
             let committed = !poll && commitToSleep(Poller.sleepingInPollSet)
             let waitUntil = !committed ? Deadline(rawValue: 0) : far ? .distantFuture : deadline
-            let count = try pollSet.waitForEvents(until: waitUntil, into: &events, preciseWaitAvailable: &preciseWaitAvailable)
+            let count: Int
+            do {
+                let waited = try pollSet.waitForEvents(until: waitUntil, into: &events, millisecondsOnly: forcesMillisecondWaits)
+                count = waited.count
+                if waited.inMilliseconds { countMillisecondWait(until: waitUntil, count: count) }
+            } catch {
+                state.pointee.store(0, ordering: .releasing)
+                throw error
+            }
             state.pointee.store(0, ordering: .releasing)
             var onlyTheTimerFired = count > 0
             for index in 0..<count {
@@ -130,18 +156,30 @@ package final class Poller: @unchecked Sendable {
     }
 
     /// Arms the far-deadline timer, making it and adding it to the poll set the first time.
-    private func armFarDeadlineTimer(atOrBefore deadline: Deadline, in pollSet: PollSet) throws(SystemCallError) {
-        if farDeadlineTimer == nil {
-            let timer = try FarDeadlineTimer()
-            do {
-                try pollSet.register(timer.descriptor, token: FarDeadlineTimer.token, events: EPOLLIN.rawValue)
-            } catch {
-                timer.close()
-                throw error
+    /// Returns false if the timer cannot be made, added or armed (at the descriptor limit,
+    /// say): the sleep then gives its deadline to the wait itself, as for a near one.
+    private func armFarDeadlineTimer(atOrBefore deadline: Deadline, in pollSet: PollSet) -> Bool {
+        do throws(SystemCallError) {
+            if farDeadlineTimer == nil {
+                let timer = try FarDeadlineTimer()
+                do {
+                    try pollSet.register(timer.descriptor, token: FarDeadlineTimer.token, events: EPOLLIN.rawValue)
+                } catch {
+                    timer.close()
+                    throw error
+                }
+                farDeadlineTimer = timer
             }
-            farDeadlineTimer = timer
+            try farDeadlineTimer?.fire(atOrBefore: deadline)
+            return true
+        } catch {
+            return false
         }
-        try farDeadlineTimer!.fire(atOrBefore: deadline)
+    }
+
+    private func countMillisecondWait(until deadline: Deadline, count: Int) {
+        millisecondWaits += 1
+        if count == 0 && deadline != .distantFuture && Deadline.now() < deadline { millisecondWaitsEndedEarly += 1 }
     }
 
     /// Sets `sleeping` if no wake-up is pending; returns whether it did.

@@ -1,3 +1,5 @@
+import RunLoopSystem
+
 /// Why a run of the loop returned (`CFRunLoopRunResult`).
 public enum RunResult: Sendable, Hashable, CustomStringConvertible {
     /// The mode had no sources or timers (at entry, or once they were gone).
@@ -8,6 +10,10 @@ public enum RunResult: Sendable, Hashable, CustomStringConvertible {
     case timedOut
     /// A non-timer source was handled and the run was asked to return after one.
     case handledSource
+    /// The kernel refused the loop's sleep: a port's or the main queue's descriptor could
+    /// not join the poll set (at the descriptor limit, say), or the wait itself failed.
+    /// The run ended there (the error is logged too); a later run tries again.
+    case failed(SystemCallError)
 
     public var description: String {
         switch self {
@@ -15,6 +21,7 @@ public enum RunResult: Sendable, Hashable, CustomStringConvertible {
         case .stopped: "stopped"
         case .timedOut: "timedOut"
         case .handledSource: "handledSource"
+        case .failed(let error): "failed: \(error)"
         }
     }
 }

@@ -16,7 +16,7 @@ extension ThreadRunLoop {
 
     /// Runs once in `mode` until a non-timer source has been handled or `deadline` passes
     /// (`-[NSRunLoop runMode:beforeDate:]`). Returns true when a source was handled; false
-    /// when the loop could not run (empty mode), timed out or was stopped.
+    /// when the loop could not run (empty mode), timed out, was stopped or failed.
     @discardableResult
     public func run(mode: LoopMode, before deadline: Deadline) -> Bool {
         run(mode: mode, until: deadline, returnAfterSourceHandled: true) == .handledSource
@@ -30,7 +30,9 @@ extension ThreadRunLoop {
 
     /// Runs in `mode` until `deadline` (`CFRunLoopRunSpecific`): returns `.finished` at once
     /// if the mode has no sources or timers, else tells the observers of entry, makes
-    /// passes until a result, and tells them of exit. Runs nest, in any mode.
+    /// passes until a result, and tells them of exit. Runs nest, in any mode. A run whose
+    /// poll set or wait the kernel refuses returns `.failed` with the error (logged), and
+    /// never traps.
     public func run(mode: LoopMode, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         assertOwnerThread()
         guard lifecycle == .open else { return .finished }
@@ -75,7 +77,11 @@ extension ThreadRunLoop {
             // A ready port skips the sleep, but level-triggered descriptors are still looked
             // at, so that a busy port cannot starve them (nor keep them out of the poll set).
             if readyPort == nil || descriptors.watchesLevelTriggered || descriptors.needsApplying(for: items) {
-                sleep(in: items, until: deadline, pollOnly: pollOnly || handledSource || readyPort != nil) // steps 6-8
+                do { //                                                         steps 6-8
+                    try sleep(in: items, until: deadline, pollOnly: pollOnly || handledSource || readyPort != nil)
+                } catch {
+                    return failed(error, in: items)
+                }
                 if readyPort == nil { readyPort = ports.nextReady(in: items) }
             }
             fireDueTimers(in: items) //                                         step 9
@@ -99,14 +105,17 @@ extension ThreadRunLoop {
     /// Steps 6 to 8: tell observers, sleep in the poll set until a port, the next timer,
     /// the deadline or a wake-up, tell observers. When a source was just handled or the
     /// run has no time, it only looks (no sleep, so no sleep notifications), as CF does.
-    private func sleep(in items: ModeItems, until deadline: Deadline, pollOnly: Bool) {
+    /// Throws what the kernel refused: a port's or the main queue's descriptor (it is tried
+    /// again at the next sleep), or the wait itself.
+    private func sleep(in items: ModeItems, until deadline: Deadline, pollOnly: Bool) throws(SystemCallError) {
         // Changes of what is watched are applied once, now; a descriptor refused meanwhile
         // is ready (with its error), so the pass only looks.
-        descriptors.applyChanges(runningMode: items, mainQueueWanted: mainQueueWanted(in: items), poller: poller)
+        try descriptors.applyChanges(runningMode: items, mainQueueWanted: mainQueueWanted(in: items), poller: poller)
         let pollOnly = pollOnly || !descriptors.ready.isEmpty
         if !pollOnly { notifyObservers(of: .beforeWaiting, in: items) } //      step 6
         let wakeTime = min(deadline, timerWakeTime(in: items))
         let asleepSince = instruments.sleepBegins()
+        var failure: SystemCallError?
         do { //                                                                 step 7
             try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
                 if let port = descriptors.reported(token, events: events) {
@@ -114,11 +123,20 @@ extension ThreadRunLoop {
                 }
             }
         } catch {
-            preconditionFailure("RunLoopKit's poll set failed: \(error)")
+            failure = error
         }
         instruments.sleepEnds(since: asleepSince, slept: !pollOnly)
         runControlActions() // finish invalidations made from other threads while asleep
         if !pollOnly { notifyObservers(of: .afterWaiting, in: items) } //       step 8
+        if let failure { throw failure }
+    }
+
+    /// Ends a run whose sleep failed: logs the error (a run that returns nothing, such as
+    /// `run()`, has no other way to tell it) and returns it as the run's result.
+    private func failed(_ error: SystemCallError, in items: ModeItems) -> RunResult {
+        RunLoopKitLog.loop.error("a run of the loop ended: the kernel refused its poll set or its wait",
+                                 metadata: ["mode": "\(items.mode.rawValue)", "error": "\(error)"])
+        return .failed(error)
     }
 
     /// The most messages one pass delivers from one port, and the longest it spends on them.

@@ -17,6 +17,11 @@ package enum Kernel {
         _ = Glibc.close(fd)
     }
 
+    /// `eventfd(2)`, close-on-exec; returns the new descriptor.
+    package static func eventDescriptor() throws(SystemCallError) -> Int32 {
+        try systemCall("eventfd") { eventfd(0, Int32(EFD_CLOEXEC)) }
+    }
+
     /// `read(2)` into `buffer`; returns the bytes read.
     package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemCallError) -> Int {
         try systemCall("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }

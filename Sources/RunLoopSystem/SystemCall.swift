@@ -3,7 +3,7 @@ import Glibc
 /// An error from a call into the kernel or libzmq: the call that failed and its error
 /// code, read at the failure point (`systemCall`, and `zmqCall` in the ZeroMQ layer).
 /// RunLoopKit's one error type below ports and loops, as swift-system's `Errno` is.
-public struct SystemCallError: Error, Equatable, Sendable, CustomStringConvertible {
+public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
     /// An error code: an `errno` value, one of libzmq's own codes (above
     /// `ZMQ_HAUSNUMERO`, such as `ETERM`), or a negative code RunLoopKit defines.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {

@@ -13,15 +13,22 @@ import CZeroMQ
 package final class ZMQContext: @unchecked Sendable {
     /// The process-wide context, with room for 65536 sockets so that thousands of ports
     /// work (each socket also needs a descriptor or two: raise `RLIMIT_NOFILE` to match).
-    /// Never terminated.
-    package static let shared: ZMQContext = {
-        do {
-            return try ZMQContext(maxSockets: 65536)
-        } catch {
-            // Without a context no port can work; this only fails when out of descriptors.
-            fatalError("RunLoopKit cannot create its ZeroMQ context: \(error)")
+    /// Made by the first socket that needs it and never terminated. Throws (`EMFILE` at
+    /// the descriptor limit) while it cannot be made; a later call tries again.
+    package static var shared: ZMQContext {
+        get throws(SystemCallError) {
+            try sharedContext.withLock { context -> Result<ZMQContext, SystemCallError> in
+                if let context { return .success(context) }
+                return Result { () throws(SystemCallError) in
+                    let made = try ZMQContext(maxSockets: 65536)
+                    context = made
+                    return made
+                }
+            }.get()
         }
-    }()
+    }
+
+    private static let sharedContext = LockedValue<ZMQContext?>(nil)
 
     /// The `void *` context handle. Valid until `deinit`.
     package let handle: UnsafeMutableRawPointer
@@ -30,7 +37,9 @@ package final class ZMQContext: @unchecked Sendable {
     /// how long closing the context waits for a socket's unsent messages.
     package let socketLinger: Int32
 
-    /// Creates a context, via `zmq_ctx_new` and `zmq_ctx_set`.
+    /// Creates a context, via `zmq_ctx_new` and `zmq_ctx_set`, and starts its threads (a
+    /// socket made and closed) once the descriptors they need were seen to be free
+    /// (`checkDescriptorsForStart`): `EMFILE` at the descriptor limit, never an abort.
     ///
     /// - Parameters:
     ///   - ioThreads: `ZMQ_IO_THREADS`, the threads that move tcp and ipc traffic.
@@ -43,6 +52,7 @@ package final class ZMQContext: @unchecked Sendable {
         maxSockets: Int32 = 1023,
         socketLinger: Duration = .milliseconds(100)
     ) throws(SystemCallError) {
+        try ZMQContext.checkDescriptorsForStart(ioThreads: ioThreads)
         handle = try zmqCall("zmq_ctx_new") { zmq_ctx_new() }
         self.socketLinger = Int32(clamping: socketLinger.zmqMilliseconds)
         do {
@@ -51,9 +61,34 @@ package final class ZMQContext: @unchecked Sendable {
             try zmqCall("zmq_ctx_set(ZMQ_BLOCKY)") { zmq_ctx_set(handle, ZMQ_BLOCKY, 0) }
             try zmqCall("zmq_ctx_set(ZMQ_IO_THREADS)") { zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) }
             try zmqCall("zmq_ctx_set(ZMQ_MAX_SOCKETS)") { zmq_ctx_set(handle, ZMQ_MAX_SOCKETS, maxSockets) }
+            // Started now, right after the check, rather than at the first real socket.
+            let first = try zmqCall("zmq_socket") { zmq_socket(handle, ZMQ_PAIR) }
+            zmq_close(first)
         } catch {
             zmq_ctx_term(handle)
             throw error
+        }
+    }
+
+    /// Throws `EMFILE` unless the descriptors a context takes as it starts can be had.
+    ///
+    /// libzmq starts a context at its first socket: a mailbox eventfd and an epoll instance
+    /// for its reaper thread and for each I/O thread. A mailbox it cannot make is an error
+    /// it reports (`EMFILE`), but an epoll instance it cannot make aborts the process
+    /// (`errno_assert` in `epoll_t`'s constructor). So as many eventfds are opened and
+    /// closed first, the context's own mailbox and the first socket's included: at the
+    /// descriptor limit the context is refused with an error, not an abort. (Another thread
+    /// opening descriptors between the check and the start could still take them.)
+    private static func checkDescriptorsForStart(ioThreads: Int32) throws(SystemCallError) {
+        let needed = 2 + 2 * (Int(max(ioThreads, 0)) + 1)
+        var opened: [Int32] = []
+        defer { for fd in opened { Kernel.close(fd) } }
+        for _ in 0..<needed {
+            do {
+                opened.append(try Kernel.eventDescriptor())
+            } catch {
+                throw SystemCallError(code: error.code, call: "zmq_ctx_new (\(needed) descriptors to start a context)")
+            }
         }
     }
 

@@ -34,7 +34,9 @@ package final class ZMQSocket {
 
     /// Creates a socket, via `zmq_socket`, and bounds its linger (`ZMQ_LINGER`) to the
     /// context's `socketLinger`, so that closing it never blocks the context's termination.
-    package init(context: ZMQContext = .shared, type: ZMQSocketType) throws(SystemCallError) {
+    /// `context` nil: the process-wide `ZMQContext.shared`.
+    package init(context: ZMQContext? = nil, type: ZMQSocketType) throws(SystemCallError) {
+        let context = if let context { context } else { try ZMQContext.shared }
         let handle = try zmqCall("zmq_socket") { zmq_socket(context.handle, type.rawValue) }
         var linger = context.socketLinger
         do {

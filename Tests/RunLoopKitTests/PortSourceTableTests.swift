@@ -55,7 +55,7 @@ final class PortSourceTableTests: XCTestCase {
     }
 
     private func applyChanges(for items: ModeItems) {
-        descriptors.applyChanges(runningMode: items, mainQueueWanted: false, poller: poller)
+        XCTAssertNoThrow(try descriptors.applyChanges(runningMode: items, mainQueueWanted: false, poller: poller))
     }
 
     private func entry(of port: FakePort, in items: ModeItems) throws -> PortSourceTable.Entry {

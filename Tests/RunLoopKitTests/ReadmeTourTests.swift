@@ -34,7 +34,7 @@ final class ReadmeTourTests: XCTestCase {
 
             // Run as CFRunLoopRunInMode does, and read why it returned.
             let result = loop.run(mode: .default, timeout: .seconds(1), returnAfterSourceHandled: true)
-            // .finished, .stopped, .timedOut or .handledSource
+            // .finished, .stopped, .timedOut, .handledSource, or .failed(error) if the kernel refused the sleep
 
             let printed = log.all
             XCTAssertEqual(result, .handledSource)

@@ -91,6 +91,10 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     ///
     /// `receiveHighWaterMark` bounds the messages queued for it (with each sender's own
     /// 10,000): once reached, senders wait, and fail with `sendTimedOut` at their deadline.
+    ///
+    /// Throws `.system` with `tooManyOpenFiles` (`EMFILE`) at the descriptor limit: the
+    /// port needs its socket, its thread's loop's poll set (made with the loop's first port)
+    /// and, for the process's first port, ZeroMQ's context.
     public init(name: String? = nil, receiveHighWaterMark: Int32 = LocalPort.defaultReceiveHighWaterMark,
                 handler: Handler? = nil) throws(PortError) {
         let serial = LocalPort.counter.add(1, ordering: .relaxed).newValue
@@ -99,6 +103,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         owner = pthread_self()
         self.handler = handler
         do {
+            // The owner loop's poll set is made now if it has none, so that a port is
+            // refused here (EMFILE), not when its loop first sleeps.
+            try ThreadRunLoop.current.poller.preparePollSet()
             let socket = try ZMQSocket(type: .router)
             // A reply to a requester that is gone fails at once instead of vanishing.
             try socket.setOption(.routerMandatory, true)

@@ -52,10 +52,13 @@ final class KeepAlive: @unchecked Sendable {
         loop.wakeUp()
     }
 
-    /// Runs `loop` in its default mode until `requestExit()`. Loop thread.
+    /// Runs `loop` in its default mode until `requestExit()`, or until a run fails (the
+    /// kernel refused the loop's poll set or wait, logged by the run): running again would
+    /// only spin on the same refusal. Loop thread.
     func runUntilExitRequested(_ loop: ThreadRunLoop) {
         while !isExitRequested {
             let result = loop.run(mode: .default, until: .distantFuture, returnAfterSourceHandled: true)
+            if case .failed = result { return }
             // The source keeps the mode non-empty, so a finished run would mean a spinning loop.
             precondition(result != .finished, "a resident run loop lost its keep-alive source")
         }

@@ -42,7 +42,8 @@ public enum MainLoop {
 
     /// Runs the main thread's loop in the default mode until `stop()`. If `stop()` was
     /// called since the last run ended (say, by a worker that finished before the main
-    /// thread got here), returns at once. Main thread only, and not from within itself.
+    /// thread got here), returns at once. Also returns if the kernel refuses the loop's
+    /// sleep (`RunResult.failed`, logged as an error). Main thread only, and not from within itself.
     public static func run() {
         let loop = ThreadRunLoop.main
         precondition(loop.isOwnerThread, "MainLoop.run() must be called on the main thread")
