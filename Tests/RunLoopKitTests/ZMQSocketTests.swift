@@ -311,7 +311,9 @@ final class ZMQSocketTests: XCTestCase {
     // MARK: - CURVE
 
     func testCurveKeyPairGenerationGivesFortyCharacterZ85Keys() throws {
-        try XCTSkipUnless(ZMQCurve.isAvailable, "libzmq was built without CURVE")
+        guard ZMQCurve.isAvailable else {
+            return XCTFail("libzmq was built without CURVE, which ports promise: install Debian's libzmq3-dev")
+        }
         let (publicKey, secretKey) = try ZMQCurve.generateKeyPair()
         XCTAssertEqual(publicKey.z85.utf8.count, 40)
         XCTAssertEqual(secretKey.z85.utf8.count, 40)
@@ -328,7 +330,9 @@ final class ZMQSocketTests: XCTestCase {
     }
 
     func testCurveEncryptedMessagesReachAServerThatKnowsNoClientKeys() throws {
-        try XCTSkipUnless(ZMQCurve.isAvailable, "libzmq was built without CURVE")
+        guard ZMQCurve.isAvailable else {
+            return XCTFail("libzmq was built without CURVE, which ports promise: install Debian's libzmq3-dev")
+        }
         let server = try ZMQCurve.generateKeyPair()
         let client = try ZMQCurve.generateKeyPair()
 
