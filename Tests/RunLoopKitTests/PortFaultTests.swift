@@ -48,7 +48,10 @@ final class PortFaultTests: XCTestCase {
             var pending = Data()
             while true {
                 let chunk = output.fileHandleForReading.availableData
-                if chunk.isEmpty { return }
+                if chunk.isEmpty { // the end: a peer that failed to start fails the test at once
+                    printed.signal()
+                    return
+                }
                 pending.append(chunk)
                 while let newline = pending.firstIndex(of: 0x0A) {
                     lines.withLock { $0.append(String(decoding: pending[..<newline], as: UTF8.self)) }
