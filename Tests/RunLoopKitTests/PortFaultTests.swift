@@ -40,7 +40,6 @@ final class PortFaultTests: XCTestCase {
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         // Each line the peer prints, as it prints it.
         let lines = LockedValue<[String]>([])
         let printed = DispatchSemaphore(value: 0)
@@ -60,14 +59,20 @@ final class PortFaultTests: XCTestCase {
                 }
             }
         }
-        defer { reader.join() }
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            reader.join()
+        }
         waitOrFail(printed, seconds: 30, "the peer process to take its name")
         XCTAssertEqual(lines.withLock { $0 }, ["ready"])
         let remote = try RemotePort(named: name)
 
         // The request goes out from another thread; the peer is killed the moment it has it.
+        // Then the same thread asks again under the same name, once a new owner holds it.
         let receiveTimeout = Duration.seconds(3)
         let outcome = LockedValue<(error: PortError?, took: Duration)?>(nil)
+        let (failed, nameTaken) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let answer = LockedValue<Result<String?, PortError>?>(nil)
         let requester = TestThread {
             let started = Deadline.now()
             let result = Result { () throws(PortError) in
@@ -76,6 +81,13 @@ final class PortFaultTests: XCTestCase {
             }
             let error: PortError? = if case .failure(let error) = result { error } else { nil }
             outcome.withLock { $0 = (error, Deadline.now() - started) }
+            failed.signal()
+            guard nameTaken.wait(timeout: .now() + 30) == .success else { return }
+            let again = Result { () throws(PortError) in
+                try RemotePort(named: name).sendRequest(LoopMessage(id: 2), sendTimeout: .seconds(10),
+                                                        receiveTimeout: .seconds(10)).text
+            }
+            answer.withLock { $0 = again }
         }
         waitOrFail(printed, seconds: 30, "the peer to get the request")
         XCTAssertEqual(lines.withLock { $0 }, ["ready", "got the request"])
@@ -83,12 +95,13 @@ final class PortFaultTests: XCTestCase {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         XCTAssertEqual(process.terminationReason, .uncaughtSignal)
-        requester.join()
+        waitOrFail(failed, seconds: 30, "the requester to give up")
 
         let (error, took) = try XCTUnwrap(outcome.withLock { $0 })
         XCTAssertEqual(error, .receiveTimedOut(remote.address), "a typed error, not a hang or a trap")
         XCTAssertLessThan(took, receiveTimeout + .seconds(2), "the requester went on at its timeout")
-        // This thread's requests still work, and the dead process's name is free again.
+        // The dead process's name is free again, and the requester's next request under it
+        // reaches the new owner.
         XCTAssertThrowsError(try RemotePort(named: name)) {
             XCTAssertEqual($0 as? PortError, .nameNotFound(name), "a dead owner's name does not resolve")
         }
@@ -100,15 +113,10 @@ final class PortFaultTests: XCTestCase {
         loop.add(taken, to: .default)
         defer { taken.invalidate() }
         XCTAssertEqual(taken.name, name, "the dead process's name is free again")
-        let answer = LockedValue<String??>(nil)
-        let asker = TestThread {
-            let reply = try? RemotePort(named: name).sendRequest(LoopMessage(id: 2), sendTimeout: .seconds(10),
-                                                                 receiveTimeout: .seconds(10))
-            answer.withLock { $0 = .some(reply?.text) }
-        }
-        XCTAssertTrue(runCurrentLoop { answered }, "a request under the name reaches its new owner")
-        asker.join()
-        XCTAssertEqual(answer.withLock { $0 }, .some("answered"))
+        nameTaken.signal()
+        XCTAssertTrue(runCurrentLoop { answered }, "the requester's next request reaches the name's new owner")
+        requester.join()
+        XCTAssertEqual(try answer.withLock { $0 }?.get(), "answered")
     }
 
     func testSendsToAPortOfAThreadThatExitedFailCleanly() throws {
