@@ -155,7 +155,10 @@ final class LocalPortServingTests: XCTestCase {
         XCTAssertEqual(server.answered.withLock { $0 }, everyRequest, "every request was answered, none waited on")
         let durations = backend.reading().timers[LoopMetrics.passDurationLabel, default: []].dropFirst(durationsBefore)
         let longest = Duration.nanoseconds(durations.max() ?? 0)
-        XCTAssertLessThan(longest, .milliseconds(250), "the loops' longest pass")
+        print("the loops' longest passes: \(durations.sorted().suffix(3).map { Duration.nanoseconds($0) })")
+        // docs/reliability.md: under 50 ms (about 1 ms measured plain, under 15 ms under
+        // ThreadSanitizer): a pass that blocked on one send of 100 ms fails this.
+        XCTAssertLessThan(longest, .milliseconds(50), "the loops' longest pass")
     }
 
     func testANormalExitLeavesNoNamesInTheRuntimeDirectory() throws {

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
@@ -67,23 +68,71 @@ final class PollerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(Deadline.now() - start, .milliseconds(60))
     }
 
+    /// How long each timerfd of this process has left before it fires, by descriptor, read
+    /// from the kernel (`/proc/self/fdinfo`); zero for a disarmed one.
+    private func timerfds() -> [Int32: Duration] {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        var timers: [Int32: Duration] = [:]
+        for name in descriptors {
+            guard let fd = Int32(name),
+                  (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) == "anon_inode:[timerfd]",
+                  let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8),
+                  let line = info.split(separator: "\n").first(where: { $0.hasPrefix("it_value:") })
+            else { continue }
+            let numbers = line.split { !$0.isNumber }.compactMap { Int64($0) } // "it_value: (seconds, nanoseconds)"
+            guard numbers.count == 2 else { continue }
+            timers[fd] = .seconds(numbers[0]) + .nanoseconds(numbers[1])
+        }
+        return timers
+    }
+
     func testATimerArmedForAnEarlierRunNeverWakesALaterRunBeforeItsOwnDeadline() throws {
         let mode = LoopMode("poller-far-\(#line)")
         let (loop, port) = try loopWithPortOnly(in: mode)
         defer { port.invalidate() }
-        // The first run arms the timer for 40 ms ahead and returns at once for a message.
-        try port.remote.send(LoopMessage(id: 1))
-        XCTAssertEqual(loop.run(mode: mode, timeout: .milliseconds(40), returnAfterSourceHandled: true), .handledSource)
-        // The second run's deadline is later: the timer still fires at the first's,
+        // The first run goes to sleep with a far deadline (at least 10 ms away: the timerfd
+        // is armed for it), and a message from another thread wakes it long before.
+        let firstTimeout = Duration.milliseconds(300)
+        let asleep = DispatchSemaphore(value: 0)
+        loop.add(LoopObserver(activities: .beforeWaiting, repeats: false) { _, _ in asleep.signal() }, to: mode)
+        let sender = TestThread {
+            waitOrFail(asleep, "the first run to go to sleep")
+            do { try port.remote.send(LoopMessage(id: 1), timeout: .seconds(5)) } catch { XCTFail("\(error)") }
+        }
+        let firstDeadline = Deadline.after(firstTimeout)
+        XCTAssertEqual(loop.run(mode: mode, until: firstDeadline, returnAfterSourceHandled: true), .handledSource)
+        sender.join()
+        // The loop's timerfd, read back from the kernel: armed for the first run's deadline.
+        let left = firstDeadline - Deadline.now()
+        let armed = timerfds().filter { abs(($0.value - left) / .milliseconds(1)) < 5 }
+        XCTAssertEqual(armed.count, 1, "a timerfd armed for the first run's deadline (\(left) away): \(timerfds())")
+        let timerfd = try XCTUnwrap(armed.first?.key)
+        // The second run, in a mode where nothing else can happen (a timer a minute away keeps
+        // it from being empty), has a later deadline: the timerfd still fires at the first's,
         // and the run must sleep on until its own.
-        var wakeUps = 0
-        let observer = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
-        loop.add(observer, to: mode)
-        let start = Deadline.now()
-        XCTAssertEqual(loop.run(mode: mode, timeout: .milliseconds(150), returnAfterSourceHandled: true), .timedOut)
-        XCTAssertGreaterThanOrEqual(Deadline.now() - start, .milliseconds(150))
-        XCTAssertEqual(wakeUps, 1, "the early firing is absorbed: one sleep, one wake-up at the run's own deadline")
-        loop.remove(observer, from: mode)
+        let quiet = LoopMode("poller-quiet-\(#line)")
+        let keepsTheModeNonEmpty = LoopTimer(after: .seconds(60)) { _ in XCTFail("a minute passed") }
+        loop.add(keepsTheModeNonEmpty, to: quiet)
+        defer { keepsTheModeNonEmpty.invalidate() }
+        var wakeUps: [Deadline] = []
+        let observer = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps.append(.now()) }
+        loop.add(observer, to: quiet)
+        defer { loop.remove(observer, from: quiet) }
+        // The wake-ups these changes to the loop left pending are taken first, without a sleep.
+        XCTAssertEqual(loop.run(mode: quiet, timeout: .zero, returnAfterSourceHandled: true), .timedOut)
+        wakeUps.removeAll()
+        let secondDeadline = Deadline.after(.milliseconds(600))
+        XCTAssertEqual(loop.run(mode: quiet, until: secondDeadline, returnAfterSourceHandled: true), .timedOut)
+        XCTAssertGreaterThanOrEqual(Deadline.now(), secondDeadline)
+        XCTAssertGreaterThan(secondDeadline, firstDeadline + .milliseconds(100), "the first run's deadline came during the second")
+        // The wake-up the promise is about is the one the timerfd would cause at the first
+        // run's deadline. (The port, in the other mode, may wake the loop right after the
+        // first run: libzmq signals its descriptor for its own commands too.)
+        let offsets = wakeUps.map { $0 - firstDeadline }
+        XCTAssertFalse(wakeUps.contains { $0.rawValue + 50_000_000 >= firstDeadline.rawValue && $0 < secondDeadline },
+                       "no wake-up between the first run's deadline and the second's: wake-ups at \(offsets) from the first's")
+        XCTAssertGreaterThanOrEqual(wakeUps.last ?? .now(), secondDeadline, "the last sleep ends at the run's own deadline")
+        XCTAssertEqual(timerfds()[timerfd], .zero, "the timerfd fired and was not armed again")
     }
 
     func testAMessageWakesALoopAsleepUntilAFarDeadline() throws {

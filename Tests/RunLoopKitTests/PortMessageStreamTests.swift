@@ -115,18 +115,26 @@ final class PortMessageStreamTests: XCTestCase {
         XCTAssertEqual(loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: true), .timedOut,
                        "the paused port keeps the mode from looking empty (.finished) and delivers nothing")
         // The rest wait in ZeroMQ's queue, then the sender waits: it fails at its deadline.
+        // What may be queued is bounded (docs/reliability.md, "Back-pressure"): the port's
+        // receive high-water mark plus the sending thread's socket's 10,000; a sender that
+        // gets past that bound was never stopped, and that is this test's failure.
+        let bound = 4 + 10 + Int32(ThreadPortState.sendHighWaterMark)
         var sent: Int32 = 4
-        let firstRefused: Int32 = try {
-            while true {
-                do {
-                    try port.send(LoopMessage(id: sent), timeout: .milliseconds(20))
-                    sent += 1
-                } catch PortError.sendTimedOut {
-                    return sent
-                }
-                guard sent < 100_000 else { throw XCTSkip("the high-water mark never stopped the sender") }
+        var firstRefused: Int32?
+        while firstRefused == nil && sent <= bound + 100 {
+            do {
+                try port.send(LoopMessage(id: sent), timeout: .milliseconds(20))
+                sent += 1
+            } catch {
+                XCTAssertEqual(error, .sendTimedOut(port.remote.address))
+                firstRefused = sent
             }
-        }()
+        }
+        guard let firstRefused else {
+            port.invalidate()
+            return XCTFail("back-pressure never stopped the sender: \(sent) messages accepted, the bound is \(bound)")
+        }
+        XCTAssertLessThanOrEqual(firstRefused, bound, "stopped within the documented bound")
         XCTAssertGreaterThan(firstRefused, 10, "the queue and the sender's own buffer took some first")
         XCTAssertEqual(port.statistics.messagesReceived, 4, "nothing was taken from the port meanwhile")
         // The consumer catches up: the port comes back, and every message sent arrives, in order.

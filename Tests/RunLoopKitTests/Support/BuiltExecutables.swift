@@ -10,20 +10,24 @@ import XCTest
 
 /// The path of an executable of this package built next to the test bundle.
 ///
-/// `swift test` cannot depend on executables, so one may be missing after a bare
-/// `swift build --build-tests`: the test is then skipped, except in CI (`CI=true`), where
-/// a missing executable is a failure.
-func builtExecutable(_ name: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
+/// `swift test` builds every product, so a missing one is a failure (thrown), never a
+/// skip: it happens only after `swift test --skip-build` following a partial build.
+func builtExecutable(_ name: String) throws -> String {
     var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
     for _ in 0..<4 {
         let candidate = directory.appendingPathComponent(name).path
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
         directory = directory.deletingLastPathComponent()
     }
-    if ProcessInfo.processInfo.environment["CI"] == "true" {
-        XCTFail("\(name) is not built next to the tests", file: file, line: line)
+    throw MissingExecutable(name: name)
+}
+
+/// A product of this package that is not built next to the tests.
+struct MissingExecutable: Error, CustomStringConvertible {
+    let name: String
+    var description: String {
+        "\(name) is not built next to the tests: run `swift test` (it builds every product), or `swift build` before `--skip-build`"
     }
-    throw XCTSkip("\(name) is not built: run `swift build` first")
 }
 
 /// Spawns `arguments` (a path and its arguments) with `posix_spawn`, so that nothing but
@@ -54,7 +58,7 @@ struct ExecutableRun {
 func runBuiltExecutable(_ name: String, _ arguments: [String], environment: [String: String] = [:],
                         file: StaticString = #filePath, line: UInt = #line) throws -> ExecutableRun {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: try builtExecutable(name, file: file, line: line))
+    process.executableURL = URL(fileURLWithPath: try builtExecutable(name))
     process.arguments = arguments
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     let output = Pipe()
