@@ -70,8 +70,9 @@ final class ThreadPortState {
 
     /// Sends a message to `destination`, waiting until `deadline` for the peer to take it;
     /// throws `PortError.sendTimedOut` if it does not, `remoteInvalid` as soon as an
-    /// in-process port is known to be closed, or `authenticationFailed` as soon as the
-    /// security handshake fails. Nothing is queued for a peer that is not there
+    /// in-process port is known to be closed, `authenticationFailed` as soon as the
+    /// security handshake fails, or `messageTooLarge` at once for a message the port
+    /// would refuse. Nothing is queued for a peer that is not there
     /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
     @discardableResult
     func send(_ message: LoopMessage, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
@@ -87,6 +88,7 @@ final class ThreadPortState {
 
     private func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
                       deadline: () -> Deadline) throws(PortError) -> PortConnection {
+        try message.checkSize()
         let connection = try connection(to: destination)
         if try !asPortError({ () throws(SystemCallError) in
             try connection.socket.send(message, as: kind, correlationID: correlationID, dontWait: true)
