@@ -13,10 +13,11 @@ import Synchronization
 /// ends with the process, and whatever it still held would be lost. So each connection to
 /// another process is closed with a linger of the limit (libzmq goes on writing its queue
 /// out for at most that long) and the ending thread waits on the connections' monitors
-/// until libzmq is done with every closed socket (`ZMQConnectionMonitor.closeCompleted()`),
-/// or the limit passed: all of a thread's connections at once, so the whole wait is at
-/// most the limit. Connections not done by then are logged (a warning with their count):
-/// what libzmq still held for them is lost.
+/// until libzmq is done with every closed socket (`ZMQConnectionMonitor.closeCompleted()`;
+/// over ipc, until the receiver has also read it from the kernel), or the limit passed:
+/// all of a thread's connections at once, so the whole wait is at most the limit.
+/// Connections not done by then are logged as a warning with their count (the one way
+/// a program that is ending can learn of it): what libzmq still held for them is lost.
 ///
 /// When: a thread's exit (its `ThreadPortState`'s destructor), and the process's exit
 /// (`exit`, a return from `main`), through an `atexit` handler registered when a thread
