@@ -89,6 +89,8 @@ let package = Package(
         .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopWire"], path: "Fuzz/wire-decoder"),
         // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
         .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
+        // A process that sends to another's port and then ends, for ExitFlushTests.
+        .executableTarget(name: "exit-flush-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/exit-flush-probe"),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [

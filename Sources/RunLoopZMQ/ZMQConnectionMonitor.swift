@@ -14,6 +14,20 @@ import Synchronization
 /// port and a client without its key, or with a wrong one), which is then an error at once
 /// rather than a timeout at the send's deadline.
 ///
+/// It also tells when libzmq is done with the watched socket after `closeWatched`: a closed
+/// socket's connections keep writing out its queue for at most the linger, then libzmq
+/// destroys the socket, and its destructor (`~socket_base_t`, libzmq 4.3) reports
+/// `ZMQ_EVENT_MONITOR_STOPPED` to the monitor. That is how a thread or process that ends
+/// waits for what its sends accepted to reach the kernel (see RunLoopKit's `ExitFlush`).
+///
+/// Over ipc it waits longer, until the peer has read it from the kernel: libzmq's engine
+/// closes its descriptor as soon as it wrote everything, and a receiving libzmq whose
+/// queue is full when its peer's unix socket hangs up drops what it has not read from
+/// the kernel yet (`stream_engine_base_t::in_event_internal` takes the hang-up as an I/O
+/// error while its input is stopped). So `closeWatched` holds a duplicate of the
+/// connection's descriptor, which keeps the socket open after libzmq's close, until
+/// `SIOCOUTQ` says the peer has read everything.
+///
 /// Thread safety: none; it belongs to the watched socket's thread, like the socket.
 package final class ZMQConnectionMonitor {
     /// What the monitor reported.
@@ -30,10 +44,21 @@ package final class ZMQConnectionMonitor {
     /// The PAIR socket the events arrive on.
     package let socket: ZMQSocket
     private let watched: ZMQSocket
+    /// Whether `closeWatched` closed the watched socket (monitoring then stops by itself).
+    private var watchedClosed = false
+    /// Whether `ZMQ_EVENT_MONITOR_STOPPED` came after `closeWatched`.
+    private var stopped = false
+    /// The descriptor and endpoint of the connection libzmq last reported made
+    /// (`ZMQ_EVENT_CONNECTED`), until it reports it lost.
+    private var connected: (descriptor: Int32, endpoint: String)?
+    /// After `closeWatched`: a duplicate of an ipc connection's descriptor, held until its
+    /// peer has read everything.
+    private var held: Int32?
     private static let serial = Atomic<UInt64>(0)
 
     private static let watchedEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED
         | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+        | ZMQ_EVENT_MONITOR_STOPPED | ZMQ_EVENT_CONNECTED
 
     /// Starts monitoring `watched`, via `zmq_socket_monitor`, and connects the PAIR socket
     /// that receives its events.
@@ -51,18 +76,15 @@ package final class ZMQConnectionMonitor {
     }
 
     /// Stops monitoring (`zmq_socket_monitor` with no endpoint); the watched socket must
-    /// still be open, so its owner releases the monitor first.
+    /// still be open, so its owner releases the monitor first, or closed by `closeWatched`.
     deinit {
-        zmq_socket_monitor(watched.handle, nil, 0)
+        if !watchedClosed { zmq_socket_monitor(watched.handle, nil, 0) }
+        if let held { Kernel.close(held) }
     }
 
     /// The next event reported, if any; never waits.
     package func nextEvent() throws(SystemCallError) -> Event? {
-        while let frames = try socket.receive(dontWait: true) {
-            // Frame 0: the event (UInt16) and its value (UInt32), native byte order; frame 1: the endpoint.
-            guard frames.count == 2, frames[0].count == 6 else { continue }
-            let event = frames[0].withUnsafeBytes { Int32($0.loadUnaligned(as: UInt16.self)) }
-            let value = frames[0].withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 2, as: UInt32.self) }
+        while let (event, value) = try nextRawEvent() {
             switch event {
             case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: return .connected
             case ZMQ_EVENT_DISCONNECTED, ZMQ_EVENT_CLOSED: return .disconnected
@@ -71,6 +93,74 @@ package final class ZMQConnectionMonitor {
         }
         return nil
     }
+
+    /// The next event as libzmq sent it (event number and value), if any; never waits.
+    private func nextRawEvent() throws(SystemCallError) -> (event: Int32, value: UInt32)? {
+        while let frames = try socket.receive(dontWait: true) {
+            // Frame 0: the event (UInt16) and its value (UInt32), native byte order; frame 1: the endpoint.
+            guard frames.count == 2, frames[0].count == 6 else { continue }
+            let event = frames[0].withUnsafeBytes { Int32($0.loadUnaligned(as: UInt16.self)) }
+            let value = frames[0].withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 2, as: UInt32.self) }
+            switch event {
+            case ZMQ_EVENT_CONNECTED: connected = (Int32(bitPattern: value), String(decoding: frames[1], as: UTF8.self))
+            case ZMQ_EVENT_DISCONNECTED, ZMQ_EVENT_CLOSED: connected = nil
+            default: break
+            }
+            return (event, value)
+        }
+        return nil
+    }
+
+    // MARK: - Closing the watched socket
+
+    /// Closes the watched socket (`ZMQSocket.close()`), giving libzmq at most `linger`
+    /// (`ZMQ_LINGER`, rounded up to whole milliseconds) to write out the messages still
+    /// queued on it, and returns at once; `closeCompleted()` then tells when libzmq is done
+    /// with it. Its other owners must not use it again, only release it.
+    package func closeWatched(linger: Duration) throws(SystemCallError) {
+        guard !watchedClosed else { return }
+        try watched.setOption(.linger, Int32(clamping: linger.zmqMilliseconds))
+        while try nextRawEvent() != nil {} // the connection as it now stands
+        holdIPCConnection()
+        watchedClosed = true
+        watched.close()
+    }
+
+    /// Duplicates the descriptor of the ipc connection libzmq last reported made, if it is
+    /// still that connection (a unix socket connected to the endpoint's path: libzmq may
+    /// have closed it since, and the number been reused).
+    private func holdIPCConnection() {
+        guard let (descriptor, endpoint) = connected, endpoint.hasPrefix("ipc://"),
+              let duplicate = try? Kernel.duplicate(descriptor) else { return }
+        if (try? Kernel.unixPeerPath(duplicate)) == String(endpoint.dropFirst("ipc://".count)) {
+            held = duplicate
+        } else {
+            Kernel.close(duplicate)
+        }
+    }
+
+    /// After `closeWatched`: whether libzmq is done with the watched socket — every
+    /// connection wrote out its queue to the kernel, or the linger passed — as its
+    /// `ZMQ_EVENT_MONITOR_STOPPED` event tells. Never waits: wait on `socket` for
+    /// `.pollIn` between calls.
+    package func closeCompleted() throws(SystemCallError) -> Bool {
+        while !stopped, let (event, _) = try nextRawEvent() {
+            if event == ZMQ_EVENT_MONITOR_STOPPED { stopped = true }
+        }
+        guard stopped else { return false }
+        if let held {
+            // An error (the socket reset) means nothing more will be read.
+            if let unread = try? Kernel.unreadOutgoingBytes(held), unread > 0 { return false }
+            Kernel.close(held)
+            self.held = nil
+        }
+        return true
+    }
+
+    /// After `closeCompleted()` returned false: whether libzmq is done and only the ipc
+    /// peer's reading is awaited. No event tells when it has read everything, so the
+    /// caller asks `closeCompleted()` again after a short while.
+    package var isAwaitingThePeersRead: Bool { stopped && held != nil }
 }
 
 /// Why a security handshake failed, as libzmq's socket monitor reports it.

@@ -27,6 +27,8 @@ package final class ZMQSocket {
         let slots: ZMQFrameSlots
         let count: Int
     }
+    /// Whether `close()` closed it already (then `deinit` does not).
+    private var isClosed = false
 
     /// The number of frames `receive` accepts by default: a wire message's 1024 components
     /// and two header frames, with room to spare.
@@ -56,6 +58,16 @@ package final class ZMQSocket {
     /// linger time, by libzmq's I/O thread.
     deinit {
         // zmq_close only fails with ENOTSOCK, which a live handle cannot be.
+        if !isClosed { zmq_close(handle) }
+    }
+
+    /// Closes the socket now rather than when it is released, via `zmq_close`, for an
+    /// owner that must wait for libzmq to be done with it (see
+    /// `ZMQConnectionMonitor.closeWatched`). The socket must not be used again: its owner
+    /// only releases it. A second call does nothing.
+    package func close() {
+        guard !isClosed else { return }
+        isClosed = true
         zmq_close(handle)
     }
 

@@ -177,6 +177,7 @@ extension LocalPort: PortSourceDriver {
     /// costs it its reply, never the loop its time.
     private func sendReply(_ reply: LoopMessage, as kind: WireKind, correlationID: UInt64, via returnPath: ReturnPath?) {
         guard let socket, let returnPath else { return drop(.replyNotSent, "the port is closed") }
+        do { try reply.checkSize() } catch { return drop(.replyNotSent, "\(error)") }
         do {
             guard try socket.send(reply, as: kind, correlationID: correlationID, dontWait: true, via: returnPath) else {
                 return drop(.replyNotSent, "the requester's connection is full: it does not read its replies")

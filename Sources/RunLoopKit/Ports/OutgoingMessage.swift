@@ -6,6 +6,9 @@ import RunLoopZMQ
 protocol OutgoingMessage {
     /// Sends the message on `socket` as `kind`: see `ZMQSocket.send(_:as:correlationID:dontWait:via:)`.
     func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool
+    /// Throws `PortError.messageTooLarge` for a data component that no port would take
+    /// (see `LoopMessage.checkSize()`).
+    func checkSize() throws(PortError)
 }
 
 extension LoopMessage: OutgoingMessage {
@@ -21,5 +24,11 @@ struct OutgoingBytes: OutgoingMessage {
 
     func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
         try socket.send(id: id, data: bytes, as: kind, correlationID: correlationID, dontWait: dontWait)
+    }
+
+    @inline(__always)
+    func checkSize() throws(PortError) {
+        let limit = WireLimits.default.maxFrameBytes
+        if bytes.count > limit { throw .messageTooLarge(size: bytes.count, limit: limit) }
     }
 }

@@ -121,6 +121,31 @@ final class PortConnection: PortSourceDriver {
     /// The monitor's socket, to wait on beside the connection's own.
     var monitorSocket: ZMQSocket? { monitor?.socket }
 
+    // MARK: - Closing with what it queued written out
+
+    /// Whether it reaches another process or machine (ipc or tcp), where libzmq's I/O
+    /// thread still holds what its sends queued until it is written to the kernel. (An
+    /// in-process connection's messages are in the port's own queue once sent.)
+    var isCrossProcess: Bool { monitor != nil }
+
+    /// Closes the socket of a connection to another process, giving libzmq at most
+    /// `linger` to write out what its sends queued, and returns its monitor, which tells
+    /// when libzmq is done (`ZMQConnectionMonitor.closeCompleted()`); nil for an in-process
+    /// connection, or if the linger could not be set (the socket then closes when released,
+    /// with the context's linger). The connection must not be used again: its thread's
+    /// state forgets it (see `ExitFlush`).
+    func closeFlushing(linger: Duration) -> ZMQConnectionMonitor? {
+        guard let monitor else { return nil }
+        leaveLoop()
+        do {
+            try monitor.closeWatched(linger: linger)
+        } catch {
+            RunLoopKitLog.port.debug("cannot flush a connection", metadata: ["connection": "\(destination)", "error": "\(error)"])
+            return nil
+        }
+        return monitor
+    }
+
     // MARK: - Replies
 
     /// A request was sent on it: it becomes a source of the thread's loop in `mode`, if it

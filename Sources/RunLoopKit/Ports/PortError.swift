@@ -50,6 +50,9 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case checkInTimedOut(expected: Int, checkedIn: Int)
     /// A call into the kernel or libzmq failed.
     case system(SystemCallError)
+    /// A data component of `size` bytes is over the wire format's `limit` per frame
+    /// (64 MiB, `docs/wire-format.md`), which a receiving port refuses. Not sent.
+    case messageTooLarge(size: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -73,6 +76,8 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .checkInTimedOut(let expected, let checkedIn):
             "only \(checkedIn) of \(expected) workers checked in before the timeout"
         case .system(let error): "\(error)"
+        case .messageTooLarge(let size, let limit):
+            "a data component of \(size) bytes is over the wire limit of \(limit) bytes per frame: not sent"
         }
     }
 

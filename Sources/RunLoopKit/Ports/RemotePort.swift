@@ -44,7 +44,11 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     /// Sends `message`, waiting at most `timeout` for the peer to take it
     /// (`sendBeforeDate:`). Throws `sendTimedOut` if it does not: nothing is dropped silently.
     /// The timeout counts from the moment the message could not be queued at once, so a
-    /// send that queues at once reads no clock.
+    /// send that queues at once reads no clock. Throws `messageTooLarge` at once for a data
+    /// component over the wire's 64 MiB per frame, which the port would refuse.
+    ///
+    /// Once it returns, the message is ZeroMQ's to deliver: a thread that exits, or a
+    /// process that ends normally, waits for it to be written out (`exitFlushLimit`).
     public func send(_ message: LoopMessage, timeout: Duration = .seconds(5)) throws(PortError) {
         try ThreadPortState.current.send(message, to: self, within: timeout)
     }

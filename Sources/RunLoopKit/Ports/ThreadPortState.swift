@@ -10,9 +10,11 @@ import Glibc
 /// A ZeroMQ socket never moves between threads, so each thread sends through sockets of
 /// its own, created on first use. They are bounded: at most `maxConnections` per thread
 /// (the least recently used idle one is closed to make room), and one unused for
-/// `idleLimit` is closed when the thread next opens a connection; all close (with the
-/// context's bounded linger) when the thread exits. A connection with a reply still
-/// awaited is never closed before it is settled.
+/// `idleLimit` is closed when the thread next opens a connection; all close when the
+/// thread exits, which first waits, at most `RemotePort.exitFlushLimit`, until what its
+/// sends to other processes queued is written out (`ExitFlush`; so does the thread that
+/// ends the process). A connection with a reply still awaited is never closed before it
+/// is settled.
 ///
 /// Thread-local: only ever touched by its own thread. So the fields read on every send and
 /// request have no run-time exclusivity checks (each access is short and calls nothing that
@@ -45,12 +47,17 @@ final class ThreadPortState {
         return state
     }
 
+    /// The calling thread's state if it has one; none is made.
+    static var existing: ThreadPortState? {
+        pthread_getspecific(key).map { Unmanaged<ThreadPortState>.fromOpaque($0).takeUnretainedValue() }
+    }
+
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         let rc = pthread_key_create(&key) { pointer in
             guard let pointer else { return }
             let state = Unmanaged<ThreadPortState>.fromOpaque(pointer).takeRetainedValue()
-            state.closeAll() // on this thread, where the sockets belong
+            state.closeAllFlushing(at: .threadExit) // on this thread, where the sockets belong
         }
         precondition(rc == 0, "pthread_key_create failed: \(rc)")
         return key
@@ -63,8 +70,9 @@ final class ThreadPortState {
 
     /// Sends a message to `destination`, waiting until `deadline` for the peer to take it;
     /// throws `PortError.sendTimedOut` if it does not, `remoteInvalid` as soon as an
-    /// in-process port is known to be closed, or `authenticationFailed` as soon as the
-    /// security handshake fails. Nothing is queued for a peer that is not there
+    /// in-process port is known to be closed, `authenticationFailed` as soon as the
+    /// security handshake fails, or `messageTooLarge` at once for a message the port
+    /// would refuse. Nothing is queued for a peer that is not there
     /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
     @discardableResult
     func send(_ message: LoopMessage, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
@@ -80,6 +88,7 @@ final class ThreadPortState {
 
     private func send(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
                       deadline: () -> Deadline) throws(PortError) -> PortConnection {
+        try message.checkSize()
         let connection = try connection(to: destination)
         if try !asPortError({ () throws(SystemCallError) in
             try message.send(on: connection.socket, as: kind, correlationID: correlationID, dontWait: true)
@@ -165,6 +174,7 @@ final class ThreadPortState {
         // Within this process, reach a named or tcp-bound port over inproc.
         let target = PortDirectory.shared.inProcessAlias(of: destination.address) ?? destination.address
         let connection = try PortConnection(to: destination, target: target, state: self)
+        if connection.isCrossProcess { ExitFlush.registerExitHandler() }
         connections[destination] = connection
         last = connection
         return connection
@@ -197,11 +207,15 @@ final class ThreadPortState {
         if last === connection { last = nil }
     }
 
-    /// Closes every connection (at thread exit).
-    private func closeAll() {
+    /// Closes every connection, at the thread's exit or the process's: those to other
+    /// processes once what they queued is written out, waiting at most
+    /// `RemotePort.exitFlushLimit` for all of them (`ExitFlush`).
+    func closeAllFlushing(at occasion: ExitFlush.Occasion) {
         last = nil
-        for connection in connections.values { connection.leaveLoop() }
+        let all = Array(connections.values)
+        for connection in all { connection.leaveLoop() }
         connections.removeAll()
+        ExitFlush.close(all, at: occasion)
     }
 }
 

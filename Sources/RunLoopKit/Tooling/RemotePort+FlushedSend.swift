@@ -14,6 +14,7 @@ extension RemotePort {
     package static func sendFlushed(_ message: LoopMessage, to address: PortAddress,
                                     before deadline: Deadline) throws(PortError) {
         guard !address.isInProcess else { return try RemotePort(address).send(message, before: deadline) }
+        try message.checkSize()
         let socket = try asPortError { () throws(SystemCallError) in
             let socket = try ZMQSocket(context: ZMQContext(ioThreads: 1, maxSockets: 4), type: .dealer)
             try socket.setOption(.immediate, true)

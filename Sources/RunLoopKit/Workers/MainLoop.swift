@@ -72,7 +72,10 @@ public enum MainLoop {
     /// The signals are watched (`SignalSource`, in the main loop's common modes) only during
     /// the run: their previous actions — for `SIGINT` and `SIGTERM` by default, ending the
     /// process — are restored when it returns, so a second Ctrl-C during the tool's own
-    /// clean-up still ends it. Throws if a signal cannot be watched. Main thread only.
+    /// clean-up still ends it. The program then ends normally, so before it goes, what its
+    /// main thread sent to other processes is written out (`RemotePort.exitFlushLimit`),
+    /// which the default action of `SIGTERM` or `SIGINT` would not wait for. Throws if a
+    /// signal cannot be watched. Main thread only.
     @discardableResult
     public static func run(stoppingOn signals: Set<UnixSignal>) throws(SystemCallError) -> UnixSignal? {
         let loop = ThreadRunLoop.main
