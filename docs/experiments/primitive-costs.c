@@ -1,8 +1,8 @@
 // What the primitives a message's delivery is made of cost on this machine, one thread,
 // no contention: a locked increment (what every Swift retain and release does), a
 // malloc/free pair of a libzmq data frame's size, and a clock read (what a batch's time
-// bound reads after each message). Quoted in docs/benchmarks.md, "What would close the
-// gaps", item 7.
+// bound reads after each message). Quoted in docs/benchmarks.md and
+// docs/experiments/2026-11-24-throughput-on-two-cpus.md.
 //
 //   cc -O2 docs/experiments/primitive-costs.c -o /tmp/primitive-costs && /tmp/primitive-costs
 //
