@@ -8,9 +8,9 @@ package struct ZMQSocketType: RawRepresentable, Hashable, Sendable, CustomString
 
     /// `ZMQ_PAIR`: exclusive one-to-one connection.
     package static let pair = ZMQSocketType(rawValue: ZMQ_PAIR)
-    /// `ZMQ_PUSH`: sends, round-robin to connected PULL sockets. Port senders use it.
+    /// `ZMQ_PUSH`: sends, round-robin to connected PULL sockets.
     package static let push = ZMQSocketType(rawValue: ZMQ_PUSH)
-    /// `ZMQ_PULL`: receives, fair-queued from connected PUSH sockets. A port's receive side.
+    /// `ZMQ_PULL`: receives, fair-queued from connected PUSH sockets.
     package static let pull = ZMQSocketType(rawValue: ZMQ_PULL)
     /// `ZMQ_DEALER`: asynchronous request/reply client.
     package static let dealer = ZMQSocketType(rawValue: ZMQ_DEALER)

@@ -170,7 +170,7 @@ final class DescriptorSourceTests: XCTestCase {
         for id in Int32(0)..<500 { try port.send(LoopMessage(id: id)) }
         XCTAssertTrue(runOnce(), "the port is ready and delivering")
         write(writeEnd, [1])
-        // A ready port skips the sleep, one message per pass; the descriptor is still looked at.
+        // A ready port skips the sleep, one batch per pass; the descriptor is still looked at.
         XCTAssertTrue(runCurrentLoop(in: mode) { delivered.withLock { $0 } == 500 })
         let before = try XCTUnwrap(messagesBeforeTheDescriptor.withLock { $0 }, "the descriptor was heard")
         XCTAssertLessThan(before, 10, "heard within the next passes, not once the port was drained")

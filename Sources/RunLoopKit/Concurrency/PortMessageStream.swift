@@ -13,12 +13,12 @@
 /// the port received them.
 ///
 /// **Back-pressure.** The buffer holds at most `bufferingPolicy.capacity` messages. When it
-/// is full, the port leaves its loop's modes, so its messages wait in its ZeroMQ queue (up
-/// to its `receiveHighWaterMark`), and beyond that its senders wait, and fail with
+/// is full, the port is paused in its modes (its descriptor leaves the poll set and none of
+/// its messages is delivered), so its messages wait in its ZeroMQ queue (up to its
+/// `receiveHighWaterMark`), and beyond that its senders wait, and fail with
 /// `PortError.sendTimedOut` at their deadlines. Once the consumer has taken the buffer
-/// down to half, the port returns to its modes. Nothing is dropped. While it is out, an
-/// inert input source holds its place in those modes, so that a run in them does not end
-/// as `.finished` for want of sources; snapshots show that source instead of the port.
+/// down to half, the port resumes. Nothing is dropped. A paused port stays in its modes,
+/// so a run in them does not end as `.finished` for want of sources, and snapshots show it.
 ///
 /// **End.** The consumer gets the messages buffered, then `nil`, once the port is
 /// invalidated (its owner thread exiting included) or its handler is replaced (another
@@ -27,7 +27,7 @@
 /// say), the stream is released without being iterated, or the consuming task is
 /// cancelled while it waits (`next()` then returns nil). The port's handler is then
 /// removed, so later messages are dropped as for a port without a handler (counted as
-/// `noHandler` and logged), and the port returns to its modes if it was out. A stream is
+/// `noHandler` and logged), and the port resumes if it was paused. A stream is
 /// iterated once: a second iterator ends at once.
 ///
 /// A request sent to the port gets an empty reply at once (the stream's handler returns
@@ -107,9 +107,9 @@ extension PortMessageStream {
         public let capacity: Int
 
         /// At most `capacity` messages (at least 1) wait for the consumer. When the buffer
-        /// is full, the port leaves its loop's modes: its messages wait in its ZeroMQ queue,
-        /// then its senders wait. It returns to its modes once the consumer has taken the
-        /// buffer down to `capacity / 2`. Nothing is dropped.
+        /// is full, the port is paused: its messages wait in its ZeroMQ queue, then its
+        /// senders wait. It resumes once the consumer has taken the buffer down to
+        /// `capacity / 2`. Nothing is dropped.
         public static func bounded(_ capacity: Int) -> BufferingPolicy {
             precondition(capacity > 0, "a message stream needs room for at least one message")
             return BufferingPolicy(capacity: capacity)
@@ -118,7 +118,7 @@ extension PortMessageStream {
         /// `bounded(256)`.
         public static let `default` = bounded(256)
 
-        /// The buffer's count at or below which a paused port returns to its modes.
+        /// The buffer's count at or below which a paused port resumes.
         var resumeThreshold: Int { capacity / 2 }
 
         public var description: String { "bounded(\(capacity))" }
@@ -128,8 +128,8 @@ extension PortMessageStream {
 /// A port's messages for `for await`.
 extension LocalPort {
     /// The port's messages as an async sequence; see ``PortMessageStream`` for the buffer,
-    /// its back-pressure (the port leaves its loop's modes while the buffer is full:
-    /// nothing is dropped) and when the stream ends.
+    /// its back-pressure (the port is paused while the buffer is full: nothing is dropped)
+    /// and when the stream ends.
     ///
     /// The stream becomes the port's handler: at once when called on the owner thread,
     /// else at the owner loop's next pass (messages delivered before that go to the

@@ -36,7 +36,7 @@ extension ThreadRunLoop {
                 LoopSnapshot.SourceInfo(id: ObjectIdentifier(source), order: source.order,
                                         isSignalled: source.isSignalled, isValid: source.isValid)
             },
-            // LocalPort is the only port source there is.
+            // The user's ports; a requester's connection (`PortConnection`) is the library's own.
             ports: items.ports.compactMap { $0 as? LocalPort }.map { port in
                 LoopSnapshot.PortInfo(id: ObjectIdentifier(port), address: port.remote.address, name: port.name,
                                       isQueuedAsReady: isQueuedAsReady(port),
