@@ -86,7 +86,7 @@ let package = Package(
         .executableTarget(name: "alloc-counter", dependencies: ["RunLoopKit", "CMallocCounter"],
                           path: "Benchmarks/alloc-counter"),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
-        .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopWire"], path: "Fuzz/wire-decoder"),
+        .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit", "RunLoopWire"], path: "Fuzz/wire-decoder"),
         // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
         .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         // A process that sends to another's port and then ends, for ExitFlushTests.

@@ -1,20 +1,27 @@
-// A libFuzzer target for RunLoopKit's wire decoder: whatever bytes a foreign peer sends,
-// decoding must never crash, and what it accepts must encode back to the same frames.
+// A libFuzzer target for RunLoopKit's wire decoder, as a port receives through it: whatever
+// frames a foreign peer sends, a port's receive path (routing id, REQ delimiter, envelope,
+// reply-address cache: `PortDecoderProbe`) never crashes, agrees with the codec's model
+// (`WireCodec.decode`) on every message, and what it accepts encodes back to the same frames.
+// Small limits (16 components, 256-byte frames, 64-byte addresses) put every limit within
+// the fuzzer's reach.
 //
 // Built for fuzzing (libFuzzer drives it):
 //   swift build --product WireDecoderFuzz -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING \
 //       -Xlinker --allow-multiple-definition --scratch-path .build-fuzz
 // Built normally, it replays corpus files (`WireDecoderFuzz FILE…`) or writes the seed
 // corpus (`WireDecoderFuzz --write-seeds DIR`).
+import RunLoopKit
 import RunLoopWire
 
-/// Splits a fuzz input into ZeroMQ frames: one byte of frame count, then each frame as a
-/// 2-byte little-endian length and that many bytes (cut short at the end of the input).
+/// Splits a fuzz input into ZeroMQ frames: two bytes of frame count (little-endian), then
+/// each frame as a 2-byte little-endian length and that many bytes (cut short at the end of
+/// the input). The first frame is the sender's routing id, as a port's ROUTER socket gets it.
 enum FuzzFraming {
     static func frames(from input: [UInt8]) -> [[UInt8]] {
-        guard let count = input.first else { return [] }
+        guard input.count >= 2 else { return [] }
+        let count = Int(input[0]) | Int(input[1]) << 8
         var frames: [[UInt8]] = []
-        var offset = 1
+        var offset = 2
         for _ in 0..<count {
             guard offset + 2 <= input.count else { break }
             let length = Int(input[offset]) | Int(input[offset + 1]) << 8
@@ -27,7 +34,7 @@ enum FuzzFraming {
     }
 
     static func input(from frames: [[UInt8]]) -> [UInt8] {
-        var input: [UInt8] = [UInt8(frames.count)]
+        var input: [UInt8] = [UInt8(frames.count & 0xFF), UInt8(frames.count >> 8)]
         for frame in frames {
             input += [UInt8(frame.count & 0xFF), UInt8(frame.count >> 8)]
             input += frame
@@ -36,11 +43,30 @@ enum FuzzFraming {
     }
 }
 
+/// The limits the fuzzer decodes with: small, so that each is reachable.
+let fuzzLimits = WireLimits(maxComponents: 16, maxFrameBytes: 256, maxAddressBytes: 64)
+
+/// The port's decoder, kept from one input to the next as a port keeps its reply-address
+/// cache. libFuzzer calls the target on one thread.
+nonisolated(unsafe) var portDecoder = PortDecoderProbe()
+
 /// The property under test.
 func checkDecoder(_ input: [UInt8]) {
     let frames = FuzzFraming.frames(from: input)
-    guard let message = try? WireCodec.decode(frames) else { return }
-    precondition(WireCodec.encode(message) == frames, "an accepted message must re-encode to its frames")
+    let port = Result { () throws(WireFormatError) in try portDecoder.decode(frames, limits: fuzzLimits) }
+    // The wire message's own frames, as the port split them off the routing id and a delimiter.
+    let hasDelimiter = frames.count > 1 && frames[1].isEmpty
+    let body = Array(frames.dropFirst(hasDelimiter ? 2 : 1))
+    let model = Result { () throws(WireFormatError) in try WireCodec.decode(body, limits: fuzzLimits) }
+    switch (port, model) {
+    case (.success(let delivered), .success(let modelled)):
+        precondition(delivered == modelled, "the port and the model decode a message alike")
+        precondition(WireCodec.encode(delivered) == body, "an accepted message must re-encode to its frames")
+    case (.failure(let dropped), .failure(let rejected)):
+        precondition(frames.isEmpty || dropped == rejected, "the port and the model reject a message alike")
+    default:
+        preconditionFailure("the port and the model disagree: \(port) against \(model)")
+    }
 }
 
 import Foundation
@@ -97,7 +123,9 @@ enum WireDecoderFuzz {
                                     components: [.port(address: "tcp://10.0.0.1:1"), .data([0, 255])]),
         ]
         for (name, message) in seeds {
-            let bytes = FuzzFraming.input(from: WireCodec.encode(message))
+            let routingID: [UInt8] = [0, 0x80, 0, 0, 0x29] // libzmq's are 5 bytes
+            let delimiter: [[UInt8]] = name == "request" ? [[]] : [] // a REQ requester's
+            let bytes = FuzzFraming.input(from: [routingID] + delimiter + WireCodec.encode(message))
             try Data(bytes).write(to: URL(fileURLWithPath: "\(directory)/\(name)"))
         }
     }

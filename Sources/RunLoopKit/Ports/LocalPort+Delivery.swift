@@ -3,7 +3,7 @@ import RunLoopWire
 import RunLoopZMQ
 
 /// Receiving: the port as a port-based input source of its owner's run loop.
-extension LocalPort: PortSourceDriver {
+extension LocalPort: PortSourceDriver, WireReceiver {
     /// `ZMQ_EVENTS` says a message can be received now.
     package func hasPendingMessage() -> Bool {
         guard let socket, let events = try? socket.events else { return false }
@@ -16,27 +16,20 @@ extension LocalPort: PortSourceDriver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
         guard let socket else { return .empty }
-        let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
-        do {
-            guard let received = try socket.receiveInPlace(dontWait: true) else { return .empty }
-            frames = received
-        } catch {
-            drop(.receiveFailed, "\(error)")
-            return .dropped
-        }
-        if let borrowingHandler { return deliverInPlace(frames, from: socket, to: borrowingHandler) }
-        var envelope: PortEnvelope
-        do {
-            defer { socket.releaseReceived() } // before the handler, which may receive again (a nested run)
-            envelope = try decodeIncoming(frames)
+        if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
+        // The frames are given back before the handler runs: it may receive again (a nested run).
+        switch receiveOne(from: socket, { (frames) throws(WireFormatError) in
+            var envelope = try decodeIncoming(frames)
             // Sender identity (docs/security.md): read from the frames' metadata while they are held.
             envelope.message.sender = senderReader.sender(ofReceived: socket)
-        } catch {
-            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
-            return .dropped
+            return envelope
+        }) {
+        case .empty: return .empty
+        case .dropped: return .dropped
+        case .decoded(let envelope):
+            deliver(envelope)
+            return .delivered
         }
-        deliver(envelope)
-        return .delivered
     }
 
     /// The message in the frames a ROUTER socket received: the sender's routing id first,
@@ -103,30 +96,21 @@ extension LocalPort: PortSourceDriver {
         }
     }
 
-    /// Delivers the message in `frames` to a borrowing handler while the frames are still
-    /// lent: checked as `PortEnvelope.decode` checks (addresses without making strings),
-    /// given back once the handler returns, then a request is answered.
-    private func deliverInPlace(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, from socket: ZMQSocket,
-                                to handler: BorrowingHandler) -> PortDelivery {
+    /// What a borrowing handler made of a message: its outcome, and for a request where the
+    /// answer goes. (`nil` for a reply or failure sent to a port, dropped.)
+    private struct BorrowedDelivery {
         let request: (id: Int32, correlationID: UInt64, returnPath: ReturnPath)?
         let outcome: Result<LoopMessage?, any Error>
-        do throws(WireFormatError) {
-            defer { socket.releaseReceived() }
+    }
+
+    /// Receives one message and delivers it to a borrowing handler while its frames are
+    /// still lent (checked as every message is: `PortEnvelope.check`); a request is answered
+    /// once they are given back.
+    private func deliverInPlace(from socket: ZMQSocket, to handler: BorrowingHandler) -> PortDelivery {
+        switch receiveOne(from: socket, { (frames) throws(WireFormatError) -> BorrowedDelivery? in
             guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
-            let limits = WireLimits.default
-            let header = try WireCodec.checkedHeader(body, limits: limits)
-            var replyPort: RemotePort?
-            if !body[1].isEmpty {
-                guard let port = replyAddresses.port(at: body[1], maxBytes: limits.maxAddressBytes) else {
-                    throw .addressInvalid(index: 1)
-                }
-                replyPort = port
-            }
-            for index in 0..<header.componentCount where header.isPort(index) {
-                guard WireCodec.isValidAddress(body[2 + index], maxBytes: limits.maxAddressBytes) else {
-                    throw .addressInvalid(index: 2 + index)
-                }
-            }
+            let (header, replyPort) = try PortEnvelope.check(body, limits: .default, replyAddresses: &replyAddresses)
+            let request: (id: Int32, correlationID: UInt64, returnPath: ReturnPath)?
             switch header.kind {
             case .message:
                 request = nil
@@ -135,23 +119,26 @@ extension LocalPort: PortSourceDriver {
                            ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
             case .reply, .failure:
                 drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
-                return .dropped
+                return nil
             }
             statistics.countReceived()
             let view = LoopMessageView(header: header, frames: body, replyPort: replyPort,
                                        sender: senderReader.sender(ofReceived: socket))
             do {
-                outcome = .success(try handler(view))
+                return BorrowedDelivery(request: request, outcome: .success(try handler(view)))
             } catch {
                 report(error, handling: view.owned)
-                outcome = .failure(error)
+                return BorrowedDelivery(request: request, outcome: .failure(error))
             }
-        } catch {
-            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
-            return .dropped
+        }) {
+        case .empty: return .empty
+        case .dropped, .decoded(nil): return .dropped
+        case .decoded(let delivery?):
+            if let request = delivery.request {
+                answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: delivery.outcome)
+            }
+            return .delivered
         }
-        if let request { answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: outcome) }
-        return .delivered
     }
 
     /// The most bytes of a handler's error description a failure reply carries.

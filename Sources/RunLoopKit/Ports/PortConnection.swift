@@ -19,7 +19,7 @@ import Logging
 /// security handshake.
 ///
 /// Owned by its thread's `ThreadPortState`; thread-confined, like its socket.
-final class PortConnection: PortSourceDriver {
+final class PortConnection: PortSourceDriver, WireReceiver {
     /// Where a connection to another process stands, as its monitor last told.
     enum Link: Equatable {
         /// A connection is being made (or libzmq has not reported on it yet).
@@ -53,6 +53,10 @@ final class PortConnection: PortSourceDriver {
     /// Whether it is a source of its thread's loop: asked on every send and request instead
     /// of loading `loop`, a weak reference (a call, and the loop's side table).
     @exclusivity(unchecked) private(set) var isInLoop = false
+    /// The reply port of the last message that came back with one (replies carry none, so
+    /// this stays empty but for a peer that sends one): see `ReplyAddressCache`. Only the
+    /// decoder touches it, with nothing else running.
+    @exclusivity(unchecked) private var replyAddresses = ReplyAddressCache()
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)
@@ -180,22 +184,13 @@ final class PortConnection: PortSourceDriver {
     /// Receives one reply (or a remote handler's failure) without blocking and hands it to
     /// the thread's `ReplyReceiver`.
     package func handleOneMessage() -> PortDelivery {
-        let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
-        do {
-            guard let received = try socket.receiveInPlace(dontWait: true) else { return .empty }
-            frames = received
-        } catch {
-            drop(.receiveFailed, "\(error)")
-            return .dropped
-        }
         let envelope: PortEnvelope
-        do {
-            defer { socket.releaseReceived() }
-            var cache = ReplyAddressCache()
-            envelope = try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &cache)
-        } catch {
-            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
-            return .dropped
+        switch receiveOne(from: socket, { (frames) throws(WireFormatError) in
+            try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+        }) {
+        case .empty: return .empty
+        case .dropped: return .dropped
+        case .decoded(let decoded): envelope = decoded
         }
         let outcome: Result<LoopMessage, PortError>
         switch envelope.kind {
@@ -221,7 +216,7 @@ final class PortConnection: PortSourceDriver {
     }
 
     /// Drops a message that came back on the connection: counted on the loop, logged at `.debug`.
-    private func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {
+    func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String) {
         loop?.countDroppedMessage(reason)
         RunLoopKitLog.port.debug("message dropped", metadata: [
             "connection": "\(destination)", "reason": "\(reason)", "detail": "\(detail())",

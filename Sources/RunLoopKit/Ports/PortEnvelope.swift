@@ -41,15 +41,8 @@ extension PortEnvelope {
                        replyAddresses: inout ReplyAddressCache,
                        route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil)
         throws(WireFormatError) -> PortEnvelope {
-        let header = try WireCodec.checkedHeader(frames, limits: limits)
-        var replyPort: RemotePort?
-        if !frames[1].isEmpty {
-            guard let port = replyAddresses.port(at: frames[1], maxBytes: limits.maxAddressBytes) else {
-                throw .addressInvalid(index: 1)
-            }
-            replyPort = port
-        }
-        let components = try decodeComponents(frames, header, limits)
+        let (header, replyPort) = try check(frames, limits: limits, replyAddresses: &replyAddresses)
+        let components = decodeComponents(frames, header)
         var returnPath: ReturnPath?
         if case .request = header.kind, let route { // a pattern, not the cross-module `==`
             returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
@@ -58,19 +51,39 @@ extension PortEnvelope {
                             correlationID: header.correlationID, returnPath: returnPath)
     }
 
-    /// The components in frames 2 and up, each data component copied once.
+    /// Checks every rule of the format on `frames` where libzmq put them, in frame order:
+    /// the header (`WireCodec.checkedHeader`), the reply port (made through
+    /// `replyAddresses`, which reuses the last one for the same bytes), then each port
+    /// component's address, in place (no string is made). What both a port's owned and
+    /// borrowed deliveries, and a requester's connection, receive through.
+    static func check(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
+                      replyAddresses: inout ReplyAddressCache)
+        throws(WireFormatError) -> (header: WireCodec.CheckedHeader, replyPort: RemotePort?) {
+        let header = try WireCodec.checkedHeader(frames, limits: limits)
+        var replyPort: RemotePort?
+        if !frames[1].isEmpty {
+            guard let port = replyAddresses.port(at: frames[1], maxBytes: limits.maxAddressBytes) else {
+                throw .addressInvalid(index: 1)
+            }
+            replyPort = port
+        }
+        for index in 0..<header.componentCount where header.isPort(index) {
+            guard WireCodec.isValidAddress(frames[2 + index], maxBytes: limits.maxAddressBytes) else {
+                throw .addressInvalid(index: 2 + index)
+            }
+        }
+        return (header, replyPort)
+    }
+
+    /// The components in frames 2 and up (checked by `check`), each data component copied once.
     private static func decodeComponents(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                                         _ header: WireCodec.CheckedHeader,
-                                         _ limits: WireLimits) throws(WireFormatError) -> [LoopMessage.Component] {
+                                         _ header: WireCodec.CheckedHeader) -> [LoopMessage.Component] {
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
         for index in 0..<header.componentCount {
             let frame = frames[2 + index]
             if header.isPort(index) {
-                guard let address = WireCodec.validatedAddress(frame, maxBytes: limits.maxAddressBytes) else {
-                    throw .addressInvalid(index: 2 + index)
-                }
-                components.append(.port(RemotePort(PortAddress(unchecked: address))))
+                components.append(.port(RemotePort(PortAddress(unchecked: String(decoding: frame, as: UTF8.self)))))
             } else {
                 components.append(.data([UInt8](frame)))
             }
