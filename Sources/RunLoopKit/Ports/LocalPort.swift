@@ -35,12 +35,12 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// are a `Handler`'s.
     public typealias BorrowingHandler = (borrowing LoopMessageView) throws -> LoopMessage?
 
+    // The handlers: owner thread only, read per message; see architecture.md, exclusivity checks.
     /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.
-    /// (Owner thread only, so without run-time exclusivity checks: read for every message.)
     @exclusivity(unchecked) public var handler: Handler?
 
     /// The borrowing handler: when set, messages are delivered to it instead of `handler`.
-    /// Set it on the owner thread. (Owner thread only, like `handler`.)
+    /// Set it on the owner thread.
     @exclusivity(unchecked) public var borrowingHandler: BorrowingHandler?
 
     /// Told of every error a handler throws, on the owner thread. Without it, each such
@@ -60,9 +60,8 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     var socket: ZMQSocket?
     private(set) var registration: PortDirectory.Registration?
     private(set) var tcpAddresses: [PortAddress] = []
-    /// The reply address of the last message, validated (see `ReplyAddressCache`). Only
-    /// the decoder uses it, with nothing else running, so its exclusivity check is off.
-    @exclusivity(unchecked) var replyAddresses = ReplyAddressCache()
+    /// The reply address of the last message, validated (see `ReplyAddressCache`).
+    @exclusivity(unchecked) var replyAddresses = ReplyAddressCache() // The decoder's alone.
     /// Reads each received message's sender (see `MessageSender`); the receive path's alone.
     @exclusivity(unchecked) var senderReader = MessageSenderReader()
     /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
