@@ -21,8 +21,7 @@ final class PendingReplies: ReplyReceiver {
         var reply: Result<LoopMessage, PortError>?
     }
 
-    /// Its thread's alone (like the `ThreadPortState` that holds it), so without run-time
-    /// exclusivity checks: it is touched three times per request.
+    // Its thread's alone, like the `ThreadPortState` that holds it; see architecture.md.
     @exclusivity(unchecked) private var waiting: [Waiting] = []
 
     /// Waits for the reply to `id` from now on.

@@ -40,8 +40,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// For a connection to another process: its monitor (released before the socket closes).
     private var monitor: ZMQConnectionMonitor?
     private(set) var link = Link.connecting
-    // Its thread's alone, like the `ThreadPortState` that holds it, and touched on every
-    // request: no run-time exclusivity checks.
+    // Its thread's alone, like the `ThreadPortState` that holds it; see architecture.md.
     /// Requests sent on it whose replies are still awaited: it is not closed while any are.
     @exclusivity(unchecked) private(set) var awaitedReplies = 0
     /// When the thread last switched to or from it (see `ThreadPortState`'s idle sweep).
@@ -54,8 +53,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// of loading `loop`, a weak reference (a call, and the loop's side table).
     @exclusivity(unchecked) private(set) var isInLoop = false
     /// The reply port of the last message that came back with one (replies carry none, so
-    /// this stays empty but for a peer that sends one): see `ReplyAddressCache`. Only the
-    /// decoder touches it, with nothing else running.
+    /// this stays empty but for a peer that sends one): see `ReplyAddressCache`.
     @exclusivity(unchecked) private var replyAddresses = ReplyAddressCache()
 
     /// How often a waiting send connects again to a peer that is not there.

@@ -16,9 +16,8 @@ import Glibc
 /// ends the process). A connection with a reply still awaited is never closed before it
 /// is settled.
 ///
-/// Thread-local: only ever touched by its own thread. So the fields read on every send and
-/// request have no run-time exclusivity checks (each access is short and calls nothing that
-/// could touch them again).
+/// Thread-local: only ever touched by its own thread (so the fields read on every send and
+/// request skip exclusivity checks: see architecture.md).
 final class ThreadPortState {
     private var connections: [RemotePort: PortConnection] = [:]
     /// The last destination's connection: a thread mostly sends to one port at a time, and
