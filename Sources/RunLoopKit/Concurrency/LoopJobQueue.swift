@@ -59,9 +59,8 @@ final class LoopJobQueue: @unchecked Sendable {
     /// The loop's poll set, to wake it; kept strongly so enqueueing needs no weak load.
     private let poller: Poller
 
-    // Every field below is either protected by `lock` or the loop thread's alone, so the
-    // run-time exclusivity checks (a thread-local lookup and about 80 instructions each,
-    // on every hop to an actor pinned to the loop) could never find a conflict.
+    // Every field below is protected by `lock`, set once or the loop thread's alone;
+    // see architecture.md, exclusivity checks.
     private let lock = Lock()
     @exclusivity(unchecked) private var lifecycle = Lifecycle.scheduling // protected by lock
     @exclusivity(unchecked) private var queued: [PendingJob] = [] // protected by lock
