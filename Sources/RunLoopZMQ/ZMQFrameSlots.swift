@@ -8,8 +8,7 @@ import CZeroMQ
 /// what a slot held before it fills it, and `release(_:)` gives back each frame's buffer
 /// as soon as the receiver is done with it. Thread safety: none; owned by one `ZMQSocket`.
 package final class ZMQFrameSlots {
-    // Unchecked exclusivity: they change only inside `grow` and `lend`, which call nothing
-    // that could touch them, so the run-time check on every receive would never find a conflict.
+    // One socket's, changed only in `grow` and `lend`; see architecture.md, exclusivity checks.
     @exclusivity(unchecked) private var slots: UnsafeMutablePointer<zmq_msg_t>
     /// Where `lend(_:)` puts each frame's bytes, one view per slot.
     @exclusivity(unchecked) private var views: UnsafeMutablePointer<UnsafeRawBufferPointer>

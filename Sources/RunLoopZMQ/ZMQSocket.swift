@@ -16,6 +16,7 @@ package final class ZMQSocket {
     package let context: ZMQContext
     /// The `zmq_msg_t`s that `receive` fills, kept from one message to the next.
     private let frameSlots = ZMQFrameSlots()
+    // The socket's thread only; see architecture.md, exclusivity checks.
     /// How many frames `receiveInPlace` lent and `releaseReceived` gives back.
     @exclusivity(unchecked) private var receivedCount = 0
     /// Receives made while `frameSlots`' frames were still lent, innermost last (see
