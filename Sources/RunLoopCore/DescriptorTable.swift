@@ -38,8 +38,7 @@ struct DescriptorTable {
         let client: Client
         /// Its index in the table's `slots` (and in `PortSourceTable`'s entries).
         var slot: Int { DescriptorTable.slot(of: token) }
-        // Loop thread only, like the table: no run-time exclusivity checks (about a
-        // hundred instructions each, on every wake-up).
+        // Loop thread only, like the table; see architecture.md, exclusivity checks.
         /// The events the poll set watches for now; 0 when the descriptor is not in it.
         @exclusivity(unchecked) var registeredEvents: UInt32 = 0
         /// For ports: paused (by a message stream's back-pressure) — wants nothing.

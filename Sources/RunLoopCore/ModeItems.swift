@@ -8,12 +8,9 @@ package enum LoopItem {
 }
 
 /// The sources, ports, descriptor sources, timers and observers of one mode. Loop thread only.
-///
-/// Every pass reads these lists several times; they change only in `insert` and
-/// `remove`, which call no code that could read them meanwhile, so their run-time
-/// exclusivity checks are off.
 package final class ModeItems {
     package let mode: LoopMode
+    // Loop thread only, changed only in `insert` and `remove`; see architecture.md.
     /// Sorted by `order`, ties in insertion order.
     @exclusivity(unchecked) package private(set) var sources: [InputSource] = []
     @exclusivity(unchecked) package private(set) var ports: [any PortSourceDriver] = []

@@ -32,8 +32,7 @@ package final class Poller: @unchecked Sendable {
     /// deinit). Wakers read it only after seeing `sleepingInPollSet`, which the loop sets
     /// (releasing) after making it.
     private var pollSet: PollSet?
-    // Loop thread only, so without run-time exclusivity checks (the wait reads the switch
-    // and passes `events` inout on every sleep: about a hundred instructions each).
+    // Unchecked below: loop thread only, read on every sleep; see architecture.md.
     /// Makes the poll set wait with `epoll_wait`'s millisecond timeout, as on a kernel
     /// without `epoll_pwait2` (tests of the fallback). Loop thread only.
     @exclusivity(unchecked) package var forcesMillisecondWaits = false
@@ -44,8 +43,7 @@ package final class Poller: @unchecked Sendable {
     /// Reused buffer of ready events, allocated with the poll set; loop thread only.
     @exclusivity(unchecked) private var events: [epoll_event] = []
     /// Wakes the poll set for far deadlines; made on first use, loop thread only. Armed
-    /// before every sleep of a requester, so exempt from run-time exclusivity checks
-    /// (two per arming, ~150 instructions).
+    /// before every sleep of a requester.
     @exclusivity(unchecked) private var farDeadlineTimer: FarDeadlineTimer?
 
     init() {

@@ -15,8 +15,7 @@ struct PortSourceTable {
         let port: any PortSourceDriver
         /// Its descriptor's place in the loop's `DescriptorTable`.
         let registration: DescriptorTable.Registration
-        // Loop thread only, like the table: no run-time exclusivity checks (about a
-        // hundred instructions each, on every wake-up and message).
+        // Loop thread only, like the table; see architecture.md, exclusivity checks.
         @exclusivity(unchecked) var modeCount = 1
         /// Whether the entry is in `ready`, so queueing never searches the queue.
         @exclusivity(unchecked) var isQueued = false

@@ -27,11 +27,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
     public let isMain: Bool
     package let poller: Poller
 
-    // Loop thread only. The pass touches `modes`, `commonModes`, `runStack`, `ports` and
-    // `instruments` several times per message, and each access is a short call into this
-    // module that never calls back into the loop (user code runs between accesses, not
-    // within one); so their run-time exclusivity checks, about a hundred instructions
-    // each, are off.
+    // Loop thread only, each access short; see architecture.md, exclusivity checks.
     @exclusivity(unchecked) var modes: [LoopMode: ModeItems] = [:]
     /// The items of the mode run last: most runs are in the same mode as the one before,
     /// and a mode's items live until teardown, so this spares hashing the mode's name.
