@@ -56,7 +56,6 @@ let package = Package(
                 "RunLoopSystem",
                 "RunLoopZMQ",
                 "RunLoopWire",
-                "CZeroMQ",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Atomics", package: "swift-atomics"),
             ]

@@ -1,5 +1,4 @@
 import RunLoopSystem
-import CLinuxPoll
 import Glibc
 
 /// The lock file that makes a port name unique across processes: the owner holds an
