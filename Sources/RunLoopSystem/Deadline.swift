@@ -1,10 +1,9 @@
-import Foundation
 import Glibc
 
 /// A point in time on the monotonic clock (`CLOCK_MONOTONIC`), in nanoseconds.
 ///
 /// Run loops schedule on this clock so that wall-clock changes never make a timer
-/// fire early or late. `Date` values convert at the moment of conversion.
+/// fire early or late.
 public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Nanoseconds since an unspecified point (the boot of the machine, on Linux).
     public let rawValue: UInt64
@@ -23,13 +22,6 @@ public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, Custom
 
     /// The deadline `duration` from now.
     public static func after(_ duration: Duration) -> Deadline { .now() + duration }
-
-    /// The monotonic deadline matching a wall-clock `Date`, as of now.
-    public init(_ date: Date) {
-        let offset = date.timeIntervalSinceNow
-        guard offset.isFinite, offset < 1e9 else { self = .distantFuture; return }
-        self = Deadline.now() + .nanoseconds(Int64(offset * 1e9))
-    }
 
     @inlinable public static func < (lhs: Deadline, rhs: Deadline) -> Bool { lhs.rawValue < rhs.rawValue }
 
