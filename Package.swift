@@ -7,6 +7,8 @@ let examples = [
     "checkin", "message-port-checkin", "multiprocess-checkin",
     "keep-alive", "actor-worker", "main-actor",
 ]
+/// The examples that take no command-line arguments, so do not import ArgumentParser.
+let examplesWithoutArguments: Set = ["custom-source", "timers", "actor-worker"]
 
 let package = Package(
     name: "RunLoopKit",
@@ -105,7 +107,7 @@ let package = Package(
     ] + examples.map { name in
         .executableTarget(
             name: name,
-            dependencies: [
+            dependencies: examplesWithoutArguments.contains(name) ? ["RunLoopKit"] : [
                 "RunLoopKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
