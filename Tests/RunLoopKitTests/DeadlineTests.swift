@@ -3,7 +3,6 @@
 @testable import RunLoopSystem
 @testable import RunLoopWire
 @testable import RunLoopZMQ
-import Foundation
 import XCTest
 
 final class DeadlineTests: XCTestCase {
@@ -35,13 +34,5 @@ final class DeadlineTests: XCTestCase {
     func testSubtractingGivesASignedDuration() {
         XCTAssertEqual(Deadline(rawValue: 30) - Deadline(rawValue: 10), .nanoseconds(20))
         XCTAssertEqual(Deadline(rawValue: 10) - Deadline(rawValue: 30), .nanoseconds(-20))
-    }
-
-    func testADateConvertsToTheMatchingMonotonicDeadline() {
-        let deadline = Deadline(Date(timeIntervalSinceNow: 2))
-        let remaining = deadline - .now()
-        XCTAssertGreaterThan(remaining, .milliseconds(1_500))
-        XCTAssertLessThanOrEqual(remaining, .seconds(2))
-        XCTAssertEqual(Deadline(Date.distantFuture), .distantFuture)
     }
 }
