@@ -239,7 +239,10 @@ print("allocations per message (\(messages) messages, \(messages / 4) requests)"
 for figure in results.figures {
     let budget = figure.budget.map { String($0) } ?? "-"
     let verdict = figure.isOverBudget ? "OVER BUDGET" : ""
-    print("  \(figure.name.padding(toLength: 40, withPad: " ", startingAt: 0)) \(String(format: "%6.2f", figure.perMessage))  budget \(budget)  \(verdict)")
+    let name = figure.name + String(repeating: " ", count: max(0, 40 - figure.name.count))
+    let hundredths = Int((figure.perMessage * 100).rounded())
+    let count = "\(hundredths / 100).\(hundredths % 100 < 10 ? "0" : "")\(hundredths % 100)"
+    print("  \(name) \(String(repeating: " ", count: max(0, 6 - count.count)))\(count)  budget \(budget)  \(verdict)")
 }
 if check, results.figures.contains(where: \.isOverBudget) {
     print("alloc-counter: over budget")

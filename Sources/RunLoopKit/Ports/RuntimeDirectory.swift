@@ -1,5 +1,4 @@
 import RunLoopSystem
-import Foundation
 import Glibc
 
 /// The per-user directory where named ports of all processes live: an ipc socket file
@@ -16,9 +15,9 @@ enum RuntimeDirectory {
     }
 
     private static let checked: Result<String, PortError> = {
-        let environment = ProcessInfo.processInfo.environment
-        let path = environment["RUNLOOPKIT_RUNTIME_DIR"]
-            ?? environment["XDG_RUNTIME_DIR"].map { "\($0)/runloopkit" }
+        func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        let path = variable("RUNLOOPKIT_RUNTIME_DIR")
+            ?? variable("XDG_RUNTIME_DIR").map { "\($0)/runloopkit" }
             ?? "/tmp/runloopkit-\(getuid())"
         return Result { () throws(PortError) in try prepare(path) }
     }()
@@ -36,7 +35,7 @@ enum RuntimeDirectory {
             throw .runtimeDirectoryUnsafe(path: path, reason: "owned by uid \(info.st_uid), not \(getuid())")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw .runtimeDirectoryUnsafe(path: path, reason: String(format: "mode %o lets others in", info.st_mode & 0o777))
+            throw .runtimeDirectoryUnsafe(path: path, reason: "mode \(String(info.st_mode & 0o777, radix: 8)) lets others in")
         }
         return path
     }
