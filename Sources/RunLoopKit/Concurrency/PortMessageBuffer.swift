@@ -2,45 +2,23 @@ import RunLoopSystem
 
 /// A message stream's buffer, between the port's handler (on the port's owner thread) and
 /// the consumer (any thread): the messages not yet taken, the waiting consumer, and whether
-/// the port is paused out of its modes. See `PortMessageStream` for the policy.
+/// the port is paused out of its modes, as one `State`. See `PortMessageStream` for the policy.
 ///
 /// Thread safety: every member from any thread; `deliver` from the port's handler only.
 final class PortMessageBuffer: @unchecked Sendable {
-    enum Phase {
-        /// Messages flow from the port to the consumer.
-        case open
-        /// The port is gone or its handler was replaced: the consumer gets what is buffered, then nil.
-        case portFinished
-        /// The consumer stopped: nothing is kept.
-        case consumerStopped
-    }
-
-    /// What the handler does with a message after `accept`.
-    enum Acceptance {
-        case handedOver(CheckedContinuation<LoopMessage?, Never>)
-        case buffered
-        /// Buffered, and the buffer is now full: pause the port.
-        case bufferedAndFull
-        /// The consumer is gone: drop the message as for a port without a handler.
-        case refused
-    }
+    typealias Consumer = CheckedContinuation<LoopMessage?, Never>
 
     let policy: PortMessageStream.BufferingPolicy
     /// The owner-thread side; set once, before the buffer is shared.
     var attachment: PortStreamAttachment?
 
     private let lock = Lock()
-    private var phase = Phase.open // protected by lock
-    private var messages = MessageQueue() // protected by lock
-    /// The consumer waiting for a message. Checked rather than unsafe continuations here and
-    /// in the async calls: with unsafe ones, ThreadSanitizer reports a race between a resume
-    /// on a loop's thread and the resumed task when the resume beats the task's suspension
-    /// (a hand-off inside the uninstrumented runtime); the checked one's is visible to it.
-    private var waiter: CheckedContinuation<LoopMessage?, Never>? // protected by lock
-    /// The port is out of its modes (the buffer filled), and whether its return is asked for.
-    private var paused = false // protected by lock
-    private var resumeRequested = false // protected by lock
-    private var iterated = false // protected by lock
+    /// The buffered messages, the waiting consumer and the port's pause. Checked rather
+    /// than unsafe continuations here and in the async calls: with unsafe ones,
+    /// ThreadSanitizer reports a race between a resume on a loop's thread and the resumed
+    /// task when the resume beats the task's suspension (a hand-off inside the
+    /// uninstrumented runtime); the checked one's is visible to it.
+    private var state = State<Consumer>.open(MessageQueue(), iterated: false, .flowing) // protected by lock
     /// For tests: how many times the port was paused, and the most messages buffered at once.
     private(set) var pauseCount = 0 // protected by lock
     private(set) var mostBuffered = 0 // protected by lock
@@ -52,38 +30,28 @@ final class PortMessageBuffer: @unchecked Sendable {
     // MARK: - Port side (owner thread)
 
     /// Takes a message from the port's handler.
-    func accept(_ message: LoopMessage) -> Acceptance {
+    func accept(_ message: LoopMessage) -> State<Consumer>.Acceptance {
         lock.withLock {
-            guard phase == .open else { return .refused }
-            if let waiter {
-                self.waiter = nil
-                return .handedOver(waiter)
+            let acceptance = state.accept(message, capacity: policy.capacity)
+            switch acceptance {
+            case .buffered: mostBuffered = max(mostBuffered, state.bufferedCount)
+            case .bufferedAndFull:
+                mostBuffered = max(mostBuffered, state.bufferedCount)
+                pauseCount += 1
+            case .handedOver, .refused: break
             }
-            messages.append(message)
-            mostBuffered = max(mostBuffered, messages.count)
-            guard messages.count >= policy.capacity, !paused else { return .buffered }
-            paused = true
-            pauseCount += 1
-            return .bufferedAndFull
+            return acceptance
         }
     }
 
     /// The port is back in its modes.
     func resumed() {
-        lock.withLock {
-            paused = false
-            resumeRequested = false
-        }
+        lock.withLock { state.resumed() }
     }
 
     /// The stream's handler was released: the port was invalidated or got another handler.
     func portFinished() {
-        let consumer = lock.withLock { () -> CheckedContinuation<LoopMessage?, Never>? in
-            guard phase == .open else { return nil }
-            phase = .portFinished
-            defer { waiter = nil }
-            return waiter // waiting means nothing is buffered
-        }
+        let consumer = lock.withLock { state.portFinished() }
         consumer?.resume(returning: nil)
         attachment?.portFinished()
     }
@@ -92,17 +60,7 @@ final class PortMessageBuffer: @unchecked Sendable {
 
     /// Marks the stream iterated; false if it was already (a second iterator ends at once).
     func beginIteration() -> Bool {
-        lock.withLock {
-            defer { iterated = true }
-            return !iterated
-        }
-    }
-
-    /// What the consumer finds.
-    private enum Take {
-        case message(LoopMessage)
-        case end
-        case wait
+        lock.withLock { state.beginIteration() }
     }
 
     /// The next message, waiting for one; nil once the stream ended. The task suspends on
@@ -128,44 +86,195 @@ final class PortMessageBuffer: @unchecked Sendable {
     }
 
     /// A buffered message, the stream's end, or (keeping `continuation`, if given) a wait.
-    private func take(orWait continuation: CheckedContinuation<LoopMessage?, Never>?) -> Take {
-        let (taken, resume) = lock.withLock { () -> (Take, Bool) in
-            if let message = messages.popFirst() { return (.message(message), shouldResume()) }
-            guard phase == .open else { return (.end, false) }
-            if let continuation {
-                precondition(waiter == nil, "a PortMessageStream was iterated by two tasks at once")
-                waiter = continuation
-            }
-            return (.wait, false)
+    private func take(orWait continuation: Consumer?) -> Take {
+        let (taken, resume) = lock.withLock {
+            state.take(orWait: continuation, resumeThreshold: policy.resumeThreshold)
         }
         if resume { attachment?.requestResume() }
         return taken
     }
 
-    /// After a message was taken: whether to ask for the paused port's return. Under the lock.
-    private func shouldResume() -> Bool {
-        guard paused, !resumeRequested, messages.count <= policy.resumeThreshold else { return false }
-        resumeRequested = true
-        return true
-    }
-
     /// The consumer stopped: ends the stream, discards what is buffered, and detaches the
     /// stream from the port (its handler removed, the port back in its modes).
     func consumerStopped() {
-        let (consumer, wasOpen) = lock.withLock { () -> (CheckedContinuation<LoopMessage?, Never>?, Bool) in
-            let wasOpen = phase == .open
-            phase = .consumerStopped
-            messages.removeAll()
-            defer { waiter = nil }
-            return (waiter, wasOpen)
-        }
+        let (consumer, detach) = lock.withLock { state.consumerStopped() }
         consumer?.resume(returning: nil)
-        if wasOpen { attachment?.requestDetach() }
+        if detach { attachment?.requestDetach() }
     }
 
     /// The stream value was released: ends the stream unless an iterator took it over.
     func streamReleased() {
-        if !lock.withLock({ iterated }) { consumerStopped() }
+        if !lock.withLock({ state.isIterated }) { consumerStopped() }
+    }
+}
+
+extension PortMessageBuffer {
+    /// Whether the port is out of its modes because the buffer filled.
+    enum Pause: Equatable {
+        /// The port is in its modes.
+        case flowing
+        /// The buffer filled: the port is out of its modes.
+        case paused
+        /// The consumer caught up: the port's return is asked for, not yet done.
+        case resumeRequested
+    }
+
+    /// What the consumer finds.
+    enum Take {
+        case message(LoopMessage)
+        case end
+        case wait
+    }
+
+    /// A message stream's state, with what is valid in it: the buffered messages while
+    /// there may be some, the consumer only while it waits (so nothing is buffered), the
+    /// pause while the port may be paused, nothing once the consumer stopped. Its
+    /// transitions are pure (generic over the waiter, so that they are tested without a
+    /// task: `PortMessageBufferStateTests`); the buffer applies them under its lock and
+    /// resumes the consumer, pauses, resumes or detaches the port outside it.
+    enum State<Waiter> {
+        /// Messages flow from the port; nothing is buffered and the consumer waits.
+        case waiting(Waiter, Pause)
+        /// Messages flow from the port; the consumer, if any, is not waiting.
+        case open(MessageQueue, iterated: Bool, Pause)
+        /// The port is gone or its handler was replaced: the consumer gets what is buffered, then nil.
+        case portFinished(MessageQueue, iterated: Bool, Pause)
+        /// The consumer stopped: nothing is kept.
+        case consumerStopped
+
+        /// What the handler does with a message after `accept`.
+        enum Acceptance {
+            case handedOver(Waiter)
+            case buffered
+            /// Buffered, and the buffer is now full: pause the port.
+            case bufferedAndFull
+            /// The consumer is gone: drop the message as for a port without a handler.
+            case refused
+        }
+
+        /// A message from the port: handed to the waiting consumer, or buffered (pausing
+        /// the port once `capacity` are), or refused once the port or the consumer is done.
+        mutating func accept(_ message: LoopMessage, capacity: Int) -> Acceptance {
+            switch self {
+            case .waiting(let waiter, let pause):
+                self = .open(MessageQueue(), iterated: true, pause)
+                return .handedOver(waiter)
+            case .open(var messages, let iterated, var pause):
+                self = .consumerStopped // the queue is uniquely held while it grows
+                messages.append(message)
+                let full = messages.count >= capacity && pause == .flowing
+                if full { pause = .paused }
+                self = .open(messages, iterated: iterated, pause)
+                return full ? .bufferedAndFull : .buffered
+            case .portFinished, .consumerStopped:
+                return .refused
+            }
+        }
+
+        /// The port is back in its modes.
+        mutating func resumed() {
+            switch self {
+            case .waiting(let waiter, _): self = .waiting(waiter, .flowing)
+            case .open(let messages, let iterated, _): self = .open(messages, iterated: iterated, .flowing)
+            case .portFinished(let messages, let iterated, _):
+                self = .portFinished(messages, iterated: iterated, .flowing)
+            case .consumerStopped: break
+            }
+        }
+
+        /// The port is gone: the waiting consumer to resume with nil (nothing is buffered then).
+        mutating func portFinished() -> Waiter? {
+            switch self {
+            case .waiting(let waiter, let pause):
+                self = .portFinished(MessageQueue(), iterated: true, pause)
+                return waiter
+            case .open(let messages, let iterated, let pause):
+                self = .portFinished(messages, iterated: iterated, pause)
+                return nil
+            case .portFinished, .consumerStopped:
+                return nil
+            }
+        }
+
+        /// An iterator takes the stream: true for the first one only.
+        mutating func beginIteration() -> Bool {
+            switch self {
+            case .open(let messages, false, let pause):
+                self = .open(messages, iterated: true, pause)
+                return true
+            case .portFinished(let messages, false, let pause):
+                self = .portFinished(messages, iterated: true, pause)
+                return true
+            case .waiting, .open, .portFinished, .consumerStopped:
+                return false
+            }
+        }
+
+        /// The consumer takes a buffered message, finds the end, or waits (as `waiter`, if
+        /// given); and whether to ask for the paused port's return, once, when at most
+        /// `resumeThreshold` messages are left.
+        mutating func take(orWait waiter: Waiter?, resumeThreshold: Int) -> (Take, requestResume: Bool) {
+            switch self {
+            case .waiting:
+                precondition(waiter == nil, "a PortMessageStream was iterated by two tasks at once")
+                return (.wait, false)
+            case .open(var messages, let iterated, var pause):
+                self = .consumerStopped // the queue is uniquely held while it drains
+                guard let message = messages.popFirst() else {
+                    self = waiter.map { .waiting($0, pause) } ?? .open(messages, iterated: iterated, pause)
+                    return (.wait, false)
+                }
+                let resume = pause.resumes(leaving: messages.count, threshold: resumeThreshold)
+                self = .open(messages, iterated: iterated, pause)
+                return (.message(message), resume)
+            case .portFinished(var messages, let iterated, var pause):
+                self = .consumerStopped
+                let message = messages.popFirst()
+                let resume = message != nil && pause.resumes(leaving: messages.count, threshold: resumeThreshold)
+                self = .portFinished(messages, iterated: iterated, pause)
+                return (message.map { .message($0) } ?? .end, resume)
+            case .consumerStopped:
+                return (.end, false)
+            }
+        }
+
+        /// The consumer stopped: drops what is buffered; the waiting consumer to resume with
+        /// nil, and whether to detach the stream from the port (if the port was still there).
+        mutating func consumerStopped() -> (Waiter?, detach: Bool) {
+            defer { self = .consumerStopped }
+            switch self {
+            case .waiting(let waiter, _): return (waiter, true)
+            case .open: return (nil, true)
+            case .portFinished, .consumerStopped: return (nil, false)
+            }
+        }
+
+        /// Whether an iterator took the stream (a stopped consumer counts as one: nothing
+        /// is left to end).
+        var isIterated: Bool {
+            switch self {
+            case .waiting, .consumerStopped: true
+            case .open(_, let iterated, _), .portFinished(_, let iterated, _): iterated
+            }
+        }
+
+        /// How many messages are buffered.
+        var bufferedCount: Int {
+            switch self {
+            case .open(let messages, _, _), .portFinished(let messages, _, _): messages.count
+            case .waiting, .consumerStopped: 0
+            }
+        }
+    }
+}
+
+extension PortMessageBuffer.Pause {
+    /// After a message was taken, leaving `count`: whether to ask for the paused port's
+    /// return (once: the pause becomes `resumeRequested`).
+    mutating func resumes(leaving count: Int, threshold: Int) -> Bool {
+        guard self == .paused, count <= threshold else { return false }
+        self = .resumeRequested
+        return true
     }
 }
 
