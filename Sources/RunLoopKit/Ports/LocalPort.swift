@@ -143,6 +143,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             throw .system(error)
         }
         registration = reserved
+        senderReader.hasOutsideEndpoints = true
         PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
         registeredName.withLock { $0 = name }
         advertised.withLock { if $0.isInProcess { $0 = reserved.ipcAddress } }
@@ -222,6 +223,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         }
         let bound = try PortAddress(validating: endpoint)
         tcpAddresses.append(bound)
+        senderReader.hasOutsideEndpoints = true
         PortDirectory.shared.addAlias(bound, for: inProcessAddress)
         advertised.withLock { $0 = bound }
         return bound

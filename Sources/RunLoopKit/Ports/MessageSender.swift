@@ -54,23 +54,28 @@ private extension UInt32 {
 /// attaches to every frame of a tcp or ipc connection (`zmq_msg_gets`): "User-Id" (set by
 /// the ZAP handler on CURVE connections), else "Peer-Address".
 ///
-/// Cost: an inproc frame has no metadata, so that is one call that returns at once. A tcp
-/// or ipc message costs one or two lookups in its connection's small property map and a
-/// comparison with the text last seen; only a text not seen last (another connection)
-/// is parsed and makes a new `MessageSender`. The comparison is of the text itself, so a
-/// new connection is never taken for the previous one.
+/// Cost: nothing for a port with no ipc or tcp endpoint (`hasOutsideEndpoints` false:
+/// every message comes over inproc). Otherwise an inproc frame has no metadata, so that is
+/// one call that returns at once; a tcp or ipc message costs two lookups in its
+/// connection's small property map and a comparison with the text last seen; only a text
+/// not seen last (another connection) is parsed and makes a new `MessageSender`. The
+/// comparison is of the text itself, so a new connection is never taken for the previous one.
 ///
 /// Owner thread of the port only, like its socket.
 struct MessageSenderReader {
     private var lastText: [UInt8] = []
     private var lastWasUserID = false
     private var last: MessageSender?
+    /// Whether the port has an ipc or tcp endpoint: until it has, every message came over
+    /// inproc and has no sender to read.
+    var hasOutsideEndpoints = false
 
     mutating func sender(ofReceived socket: ZMQSocket) -> MessageSender? {
+        guard hasOutsideEndpoints,
+              let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil } // inproc
         if let userID = socket.receivedProperty("User-Id", ofFrame: 0), userID.pointee != 0 {
             return remembered(userID, isUserID: true) { .curveKey(String(decoding: $0, as: UTF8.self)) }
         }
-        guard let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil } // inproc
         return remembered(peer, isUserID: false) { MessageSender.process(fromPeerAddress: $0) }
     }
 
