@@ -50,9 +50,18 @@ final class PortStreamAttachment: @unchecked Sendable {
         handlerInstalled = true
     }
 
-    /// The handler's release (`HandlerToken.deinit`): forgets the port.
+    /// The handler's release (`HandlerToken.deinit`): forgets the port, and resumes it if
+    /// this stream paused it, so that whoever handles the port next gets its messages.
+    /// (The release runs where the handler was dropped: the owner thread when it was
+    /// replaced; any thread when the port was invalidated, when the port needs no resuming.)
     func portFinished() {
         handlerInstalled = false
+        if isPaused, let port {
+            isPaused = false
+            _ = ownerLoop?.runOnOwnerThread { loop in
+                if port.isValid, !loop.isTornDown { loop.setPaused(port, false) }
+            }
+        }
         port = nil
     }
 
