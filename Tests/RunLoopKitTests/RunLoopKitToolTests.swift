@@ -224,15 +224,4 @@ final class RunLoopKitToolTests: XCTestCase {
         }
         XCTAssertEqual(try runTool(["--help"]).status, 0)
     }
-
-    // MARK: - The flushed send behind `send`
-
-    func testAFlushedSendReachesANamedPortThroughAContextOfItsOwn() throws {
-        let server = EchoServer()
-        defer { server.stop() }
-        let address = try XCTUnwrap(PortRegistry.registration(named: server.name)).address
-        try RemotePort.sendFlushed(LoopMessage(id: 11, text: "flushed"), to: address, before: .after(.seconds(10)))
-        waitOrFail(server.arrived, "the flushed message")
-        XCTAssertEqual(server.received.withLock { $0 }.map(\.text), ["flushed"])
-    }
 }

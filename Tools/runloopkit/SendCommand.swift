@@ -27,8 +27,9 @@ struct SendCommand: ToolCommand {
         let sent = try message.message() // bad arguments first
         let target = try PortTarget.resolve(name)
         do throws(PortError) {
-            // Flushed: the tool exits at once, which could otherwise lose the message.
-            try RemotePort.sendFlushed(sent, to: target.remote.address, before: .after(timeout.duration))
+            // The tool exits at once: its exit waits for the message to be written out
+            // (RemotePort.exitFlushLimit), as any program's does.
+            try target.remote.send(sent, before: .after(timeout.duration))
         } catch {
             throw ToolFailure.from(error, target: target.label, timeout: timeout.timeout)
         }
