@@ -71,6 +71,7 @@ extension LoopHandOff {
     /// loop's thread has exited or exits before running it, `.stopped` if a worker or pool
     /// does not take it or stops (`.cancel`) before running it, `.cancelled` if it was
     /// cancelled. Any thread.
+    @inlinable // specialized in the caller: a generic hand-off costs about 0.2 µs per round trip
     public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                             _ work: @escaping @Sendable () throws -> T) throws -> T {
         let target = try nextHandOffTarget()
@@ -135,11 +136,15 @@ extension LoopHandOff {
 /// What `performAndWait`'s work returned or threw. Written on the loop's thread before the
 /// request is marked done, read by the waiter after it saw the request done: both under the
 /// request's lock, which orders the write before the read.
-private final class HandOffResult<Value>: @unchecked Sendable {
-    var value: Value?
-    var error: (any Error)?
+@usableFromInline
+final class HandOffResult<Value>: @unchecked Sendable {
+    @usableFromInline var value: Value?
+    @usableFromInline var error: (any Error)?
+
+    @usableFromInline init() {}
 
     /// The work's result: it ran (the request is done), so one of the two is set.
+    @inlinable
     func get() throws -> Value {
         if let error { throw error }
         return value.unsafelyUnwrapped
