@@ -59,6 +59,7 @@ extension LoopHandOff {
     /// longer takes work; a loop whose thread has exited returns the request `.cancelled`.
     /// Any thread.
     @discardableResult
+    @inlinable // specialized in the caller, as performAndWait
     public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
                         _ work: @escaping @Sendable () -> Void) throws(HandOffFailure) -> PerformRequest {
         let target = try nextHandOffTarget()
