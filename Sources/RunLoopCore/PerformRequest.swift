@@ -65,6 +65,7 @@ public final class PerformRequest: @unchecked Sendable {
     }
 
     /// Blocks until the request is done or cancelled; returns which.
+    @usableFromInline
     package func waitUntilFinished() -> State {
         finished.wait()
         finished.signal() // let any other waiter through too

@@ -1,12 +1,20 @@
-/// Perform requests: closures run on a loop's thread (the guide's Table 3-2).
-extension ThreadRunLoop {
-    /// Queues `work` to run on this loop's thread in its next pass in one of `modes`, and
-    /// wakes the loop (`performSelector:onThread:withObject:waitUntilDone:NO modes:`).
-    /// Requests run in FIFO order, all queued ones in each pass, and count as a handled
-    /// source. If the loop's thread has exited, the request comes back `.cancelled`. Any thread.
-    @discardableResult
-    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                        _ work: @escaping @Sendable () -> Void) -> PerformRequest {
+/// Perform requests: closures run on a loop's thread (the guide's Table 3-2). The verbs
+/// (`perform`, `performAndWait`, `perform(after:)`, `submit`) are `LoopHandOff`'s: a loop
+/// hands work to itself, and a request queued after its thread exited comes back `.cancelled`.
+extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
+    public typealias HandOffFailure = Never
+    public typealias HandOffTarget = ThreadRunLoop
+
+    /// This loop. Any thread.
+    public func nextHandOffTarget() -> ThreadRunLoop { self }
+
+    /// This loop. Any thread.
+    public var handOffLoop: ThreadRunLoop { self }
+
+    /// Queues `work` for this loop's next pass in one of `modes`, and wakes the loop. If the
+    /// loop's thread has exited, the request comes back `.cancelled`. Any thread.
+    public func enqueueHandOff(inModes modes: [LoopMode], tag: String?,
+                               _ work: @escaping @Sendable () -> Void) -> PerformRequest {
         let request = PerformRequest(modes: modes, tag: tag, work: work)
         let accepted = queueLock.withLock {
             guard lifecycle == .open else { return false }
@@ -18,39 +26,19 @@ extension ThreadRunLoop {
         return request
     }
 
-    /// Runs `work` on this loop's thread and waits for its result
-    /// (`performSelector:onThread:withObject:waitUntilDone:YES modes:`). On the loop's own
-    /// thread it runs at once. Throws `RunLoopError.loopTerminated` if the thread has
-    /// exited or exits before running it, `.cancelled` if the request was cancelled, or
-    /// the error `work` threw. Any thread.
-    public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                            _ work: @escaping @Sendable () throws -> T) throws -> T {
-        if isOwnerThread { return try work() }
-        // Not generic inside, so that a call instantiates no generic metadata at run time
-        // (`Result<T, any Error>` and the like cost more than the rest of the hand-off).
-        let outcome = PerformOutcome()
-        let request = perform(inModes: modes) {
-            do {
-                outcome.value = try work()
-            } catch {
-                outcome.error = error
-            }
-        }
-        switch request.waitUntilFinished() {
-        case .done:
-            if let error = outcome.error { throw error }
-            return outcome.value as! T // work returned a T: the cast cannot fail
-        default:
-            throw queueLock.withLock { lifecycle == .tornDown } ? RunLoopError.loopTerminated : RunLoopError.cancelled
-        }
-    }
+    /// A loop takes work until its thread exits (its requests then come back cancelled).
+    public func checkTakesWork() {}
 
-    /// Runs `work` on this loop's thread after `delay`, in its next pass in one of `modes`
-    /// (`performSelector:withObject:afterDelay:inModes:`). Even a zero delay waits for the
-    /// next pass. It is a one-shot timer, so it never counts as a handled source. Loop thread.
+    /// `.loopTerminated` once the loop's thread has exited, else `.cancelled`. Any thread.
+    public var notRunError: RunLoopError { isTornDown ? .loopTerminated : .cancelled }
+
+    /// Runs `work` on this loop's thread after `delay`, in its next pass in one of `modes`,
+    /// and returns the request: `perform(after:inModes:tag:_:)` for a caller on the loop's
+    /// thread that keeps the request. Even a zero delay waits for the next pass. It is a
+    /// one-shot timer, so it never counts as a handled source. Loop thread.
     @discardableResult
-    public func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
-                        _ work: @escaping () -> Void) -> PerformRequest {
+    public func schedulePerform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
+                                _ work: @escaping () -> Void) -> PerformRequest {
         assertOwnerThread()
         let request = PerformRequest(modes: modes, tag: tag, work: work)
         let timer = LoopTimer(after: delay) { [weak self, request] _ in
@@ -68,13 +56,16 @@ extension ThreadRunLoop {
     }
 
     /// Cancels this loop's perform requests that have not run yet, all of them or those
-    /// with `tag` (`cancelPreviousPerformRequestsWithTarget:`). Returns how many. Any thread.
+    /// with `tag` (`cancelPreviousPerformRequestsWithTarget:`): queued, delayed, or delayed
+    /// ones still being handed over. Returns how many. Any thread.
     @discardableResult
     public func cancelPerformRequests(tagged tag: String? = nil) -> Int {
-        let candidates = queueLock.withLock { performQueue + performBatches + delayedRequests }
-        let cancelled = candidates.filter { tag == nil || $0.tag == tag }.reduce(0) { $0 + ($1.cancel() ? 1 : 0) }
-        if cancelled > 0 { queueLock.withLock { delayedRequests.removeAll { $0.state == .cancelled } } }
-        return cancelled
+        delayedHandOver.cancel(tagged: tag) {
+            let candidates = queueLock.withLock { performQueue + performBatches + delayedRequests }
+            let cancelled = candidates.filter { tag == nil || $0.tag == tag }.reduce(0) { $0 + ($1.cancel() ? 1 : 0) }
+            if cancelled > 0 { queueLock.withLock { delayedRequests.removeAll { $0.state == .cancelled } } }
+            return cancelled
+        }
     }
 
     // MARK: - Loop side
@@ -121,41 +112,6 @@ extension ThreadRunLoop {
         queueLock.withLock {
             let modeIsCommon = commonModes.contains(mode)
             return performQueue.contains { $0.isPending(for: mode, modeIsCommon: modeIsCommon) }
-        }
-    }
-}
-
-/// What `performAndWait`'s work returned or threw. Written on the loop's thread before
-/// the request is marked done, read by the waiter after it saw the request done: both
-/// under the request's lock, which orders the write before the read.
-private final class PerformOutcome: @unchecked Sendable {
-    var value: Any?
-    var error: (any Error)?
-}
-
-/// The async form of `performAndWait`: the caller's task suspends, no thread blocks.
-extension ThreadRunLoop {
-    /// Runs `work` on this loop's thread in its next pass in one of `modes`, and returns its
-    /// result (the async `performAndWait`): the calling task suspends meanwhile instead of
-    /// blocking its thread. On the loop's own thread (from an actor pinned to this loop, say)
-    /// it runs at once. It is a perform request: FIFO with the loop's other perform requests.
-    ///
-    /// Throws the error `work` threw; `CancellationError` if the task is cancelled before
-    /// the work started (the request is cancelled and never runs; work that started is
-    /// awaited); `RunLoopError.loopTerminated` if the loop's thread has exited or exits
-    /// first; `RunLoopError.cancelled` if `cancelPerformRequests` cancelled it. Any thread.
-    ///
-    /// (Not an overload of `perform(inModes:tag:_:)`: in async code the compiler would pick
-    /// the async one for every fire-and-forget `perform` too.)
-    nonisolated(nonsending)
-    public func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                    _ work: @escaping @Sendable () throws -> T) async throws -> T {
-        if isOwnerThread {
-            try Task.checkCancellation()
-            return try work()
-        }
-        return try await PerformAwaiter.perform(work, post: { perform(inModes: modes, $0) }) {
-            isTornDown ? RunLoopError.loopTerminated : RunLoopError.cancelled
         }
     }
 }

@@ -50,6 +50,8 @@ public final class ThreadRunLoop: @unchecked Sendable {
     var lifecycle = Lifecycle.open // protected by queueLock
     var performQueue: [PerformRequest] = [] // protected by queueLock
     var delayedRequests: [PerformRequest] = [] // protected by queueLock
+    /// Delayed performs handed over from other threads, until scheduled. Its own lock.
+    let delayedHandOver = DelayedHandOver()
     /// Requests taken from `performQueue` by the passes in progress (a nested run's after
     /// its outer one's), until run: still cancellable. Protected by queueLock.
     var performBatches: [PerformRequest] = []

@@ -66,7 +66,7 @@ final class PerformRequestTests: XCTestCase {
     func testADelayedPerformRunsAfterItsDelayAndIsNotAHandledSource() {
         var ranAt: Deadline?
         let start = Deadline.now()
-        let request = loop.perform(after: .milliseconds(20)) { ranAt = .now() }
+        let request = loop.schedulePerform(after: .milliseconds(20)) { ranAt = .now() }
         XCTAssertEqual(request.state, .pending)
         XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: true), .finished)
         XCTAssertEqual(request.state, .done)
@@ -75,9 +75,9 @@ final class PerformRequestTests: XCTestCase {
 
     func testCancelPerformRequestsCancelsOnlyTheTaggedOnesNotYetRun() {
         var log: [String] = []
-        loop.perform(after: .zero, tag: "a") { log.append("a1") }
-        loop.perform(after: .zero, tag: "b") { log.append("b") }
-        loop.perform(after: .zero, tag: "a") { log.append("a2") }
+        loop.schedulePerform(after: .zero, tag: "a") { log.append("a1") }
+        loop.schedulePerform(after: .zero, tag: "b") { log.append("b") }
+        loop.schedulePerform(after: .zero, tag: "a") { log.append("a2") }
         XCTAssertEqual(loop.cancelPerformRequests(tagged: "a"), 2)
         XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: false), .finished)
         XCTAssertEqual(log, ["b"])

@@ -222,7 +222,7 @@ final class WorkerThreadTests: XCTestCase {
             for _ in 0..<1000 {
                 try worker.perform(after: .seconds(3600), tag: "retry") {}
                 worker.cancelPerformRequests(tagged: "retry")
-                ThreadRunLoop.current.perform(after: .seconds(3600)) {}.cancel()
+                ThreadRunLoop.current.schedulePerform(after: .seconds(3600)) {}.cancel()
             }
             return worker.loop.queueLock.withLock { worker.loop.delayedRequests.count }
         }

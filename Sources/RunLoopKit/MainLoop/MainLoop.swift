@@ -29,8 +29,6 @@ public enum MainLoop {
     }
 
     private static let phase = LockedValue(Phase.idle(stopRequested: false))
-    /// Delayed performs handed to the main thread from others.
-    private static let delayedPerforms = DelayedHandOver(loop: ThreadRunLoop.main)
 
     /// The main thread's run loop.
     public static var loop: ThreadRunLoop { ThreadRunLoop.main }
@@ -143,9 +141,9 @@ public enum MainLoop {
         keepAlive?.requestExit()
     }
 
-    // MARK: - Handing work to the main thread: the run loop's verbs (Table 3-2)
+    // MARK: - Handing work to the main thread: `ThreadRunLoop.main`'s verbs (Table 3-2)
 
-    /// Queues `work` for the main thread's next pass in one of `modes` and returns at once
+    /// `ThreadRunLoop.main.perform(inModes:tag:_:)`
     /// (`performSelectorOnMainThread:withObject:waitUntilDone:NO modes:`). The main thread's
     /// loop is never torn down, so this never fails. Any thread.
     @discardableResult
@@ -154,45 +152,31 @@ public enum MainLoop {
         ThreadRunLoop.main.perform(inModes: modes, tag: tag, work)
     }
 
-    /// Runs `work` on the main thread and returns its result, rethrowing its error
-    /// (`performSelectorOnMainThread:withObject:waitUntilDone:YES modes:`; at once on the
-    /// main thread, else the caller blocks until the main loop ran it). Throws
-    /// `RunLoopError.cancelled` if it was cancelled. The main thread must be running its
-    /// loop (`run()` or any run of `ThreadRunLoop.main`) for the caller to return. Any thread.
+    /// `ThreadRunLoop.main.performAndWait(inModes:_:)`
+    /// (`performSelectorOnMainThread:withObject:waitUntilDone:YES modes:`). The main thread
+    /// must be running its loop (`run()` or any run of `ThreadRunLoop.main`) for the caller
+    /// to return. Any thread.
     public static func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                                    _ work: @escaping @Sendable () throws -> T) throws -> T {
-        let loop = ThreadRunLoop.main
-        if loop.isOwnerThread { return try work() }
-        let result = PendingResult<T>()
-        let request = loop.perform(inModes: modes, tag: nil, result.wrap(work))
-        return try result.wait(for: request) { .cancelled }
+        try ThreadRunLoop.main.performAndWait(inModes: modes, work)
     }
 
-    /// Runs `work` on the main thread after `delay` (from this call), in one of `modes`
-    /// (`performSelector:withObject:afterDelay:inModes:` aimed at the main thread). Any thread.
+    /// `ThreadRunLoop.main.perform(after:inModes:tag:_:)`. Any thread.
     public static func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
                                _ work: @escaping @Sendable () -> Void) {
-        let loop = ThreadRunLoop.main
-        if loop.isOwnerThread {
-            _ = delayedPerforms.schedule(after: delay, inModes: modes, tag: tag, work)
-        } else {
-            loop.perform(inModes: [.common], tag: tag,
-                         delayedPerforms.handOver(after: delay, inModes: modes, tag: tag, work))
-        }
+        ThreadRunLoop.main.perform(after: delay, inModes: modes, tag: tag, work)
     }
 
-    /// Runs `work` on the main thread and returns its result, the calling task suspending
-    /// meanwhile (`ThreadRunLoop.main.submit`). Any thread.
+    /// `ThreadRunLoop.main.submit(inModes:_:)`. Any thread.
     nonisolated(nonsending)
     public static func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                            _ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await ThreadRunLoop.main.submit(inModes: modes, work)
     }
 
-    /// Cancels the main thread's pending requests tagged `tag` (all with nil), queued,
-    /// delayed or being handed over; returns how many it cancelled. Any thread.
+    /// `ThreadRunLoop.main.cancelPerformRequests(tagged:)`. Any thread.
     @discardableResult
     public static func cancelPerformRequests(tagged tag: String? = nil) -> Int {
-        delayedPerforms.cancel(tagged: tag)
+        ThreadRunLoop.main.cancelPerformRequests(tagged: tag)
     }
 }

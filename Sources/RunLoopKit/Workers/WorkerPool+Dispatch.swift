@@ -1,58 +1,43 @@
 import RunLoopCore
 
-/// Handing work to a pool, with the run loop's verbs: each call goes to one worker, chosen
-/// by the pool's policy, and behaves as the same call on that `WorkerThread`. Any thread.
-extension WorkerPool {
-    /// Queues `work` on a worker and returns at once. Throws `.stopped` once the pool is stopping.
-    @discardableResult
-    public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
-                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
-        guard isRunning else { throw .stopped }
-        let token = nextMember().begin()
-        return try token.member.worker.perform(inModes: modes, tag: tag) {
-            defer { token.end() }
-            work()
-        }
-    }
+/// Handing work to a pool, with `LoopHandOff`'s verbs: each call goes to one worker, chosen
+/// by the pool's policy, and behaves as the same call on that `WorkerThread`, counted as
+/// that worker's load until it ran. Throws `RunLoopError.stopped` once the pool is stopping.
+/// Any thread.
+extension WorkerPool: LoopHandOff {
+    public typealias HandOffFailure = RunLoopError
+    public typealias HandOffTarget = Assignment
 
-    /// Runs `work` on a worker and returns its result, rethrowing its error; the caller
-    /// blocks until it ran. Throws `RunLoopError.stopped` once the pool is stopping.
-    public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                            _ work: @escaping @Sendable () throws -> T) throws -> T {
-        guard isRunning else { throw RunLoopError.stopped }
-        let token = nextMember().begin()
-        return try token.member.worker.performAndWait(inModes: modes) {
-            defer { token.end() }
-            return try work()
-        }
-    }
+    /// One request's worker, chosen by the pool's policy, and its share of that worker's load.
+    public struct Assignment: LoopHandOffTarget {
+        public typealias HandOffFailure = RunLoopError
+        let token: BusyToken
 
-    /// Runs `work` on a worker after `delay` (counted from this call), as the worker's
-    /// `perform(after:inModes:tag:_:)` does. Throws `.stopped` once the pool is stopping.
-    public func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
-                        _ work: @escaping @Sendable () -> Void) throws(RunLoopError) {
-        guard isRunning else { throw .stopped }
-        let token = nextMember().begin()
-        do {
-            try token.member.worker.perform(after: delay, inModes: modes, tag: tag) {
+        public var handOffLoop: ThreadRunLoop { token.member.worker.loop }
+
+        public func enqueueHandOff(inModes modes: [LoopMode], tag: String?,
+                                   _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
+            try token.member.worker.enqueueHandOff(inModes: modes, tag: tag, work)
+        }
+
+        public func checkTakesWork() throws(RunLoopError) { try token.member.worker.checkTakesWork() }
+
+        public var notRunError: RunLoopError { token.member.worker.notRunError }
+
+        /// `work`, ending the worker's count of it when it ran (or, cancelled, when it is dropped).
+        public func tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+            { [token] in
                 defer { token.end() }
                 work()
             }
-        } catch {
-            token.end()
-            throw error
         }
     }
 
-    /// Runs `work` on a worker and returns its result, the calling task suspending meanwhile
-    /// (the worker's `submit`). Throws `RunLoopError.stopped` once the pool is stopping.
-    nonisolated(nonsending)
-    public func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
-                                    _ work: @escaping @Sendable () throws -> T) async throws -> T {
-        guard isRunning else { throw RunLoopError.stopped }
-        let token = nextMember().begin()
-        defer { token.end() }
-        return try await token.member.worker.submit(inModes: modes, work)
+    /// The worker the pool's policy picks, counted busy with the request. Throws `.stopped`
+    /// once the pool is stopping. Any thread.
+    public func nextHandOffTarget() throws(RunLoopError) -> Assignment {
+        guard isRunning else { throw .stopped }
+        return Assignment(token: nextMember().begin())
     }
 
     /// Cancels the pending requests tagged `tag` (all with nil) on every worker; returns how many.

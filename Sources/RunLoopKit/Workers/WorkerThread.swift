@@ -56,8 +56,6 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
     /// add items to it from work running on the worker (`ThreadRunLoop.current` there).
     public let loop: ThreadRunLoop
     let control: WorkerControl
-    /// Delayed performs handed over from other threads, and their cancellation.
-    let delayedPerforms: DelayedHandOver
     /// `executor`, once asked for: the same object as `loop.executor()`, kept where any
     /// thread can read it without a lock.
     let commonModesExecutor = ManagedAtomicLazyReference<LoopExecutor>()
@@ -85,7 +83,6 @@ public final class WorkerThread: @unchecked Sendable, CustomStringConvertible {
         self.name = name
         control = WorkerControl()
         loop = control.loop
-        delayedPerforms = DelayedHandOver(loop: loop)
         try control.start(name: name, setUp: setUp)
     }
 
