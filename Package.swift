@@ -91,6 +91,10 @@ let package = Package(
         .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         // A process that sends to another's port and then ends, for ExitFlushTests.
         .executableTarget(name: "exit-flush-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/exit-flush-probe"),
+        // Helpers shared by the test targets: threads, child processes, built executables,
+        // /proc readings, ZeroMQ socket pairs. Over the public and package API only.
+        .target(name: "RunLoopTestSupport", dependencies: ["RunLoopSystem", "RunLoopZMQ", "RunLoopCore"],
+                path: "Tests/RunLoopTestSupport"),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [
@@ -100,6 +104,7 @@ let package = Package(
                 "RunLoopZMQ",
                 "RunLoopWire",
                 "CZeroMQ",
+                "RunLoopTestSupport",
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),

@@ -4,6 +4,7 @@ import Glibc
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 @testable import RunLoopZMQ
 import XCTest
 

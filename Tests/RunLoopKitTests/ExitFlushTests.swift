@@ -4,6 +4,7 @@ import Glibc
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// A process that sends to another process's port and then ends normally loses nothing

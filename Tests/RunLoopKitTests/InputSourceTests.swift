@@ -2,6 +2,7 @@ import Dispatch
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 @testable import RunLoopWire
 @testable import RunLoopZMQ
 import XCTest

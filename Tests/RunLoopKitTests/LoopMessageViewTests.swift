@@ -3,6 +3,7 @@ import Foundation
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 @testable import RunLoopWire
 @testable import RunLoopZMQ
 import XCTest

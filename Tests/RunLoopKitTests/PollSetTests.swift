@@ -3,6 +3,7 @@ import Glibc
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// The poll set's wait: `epoll_pwait2` through `syscall(2)` with a nanosecond timeout, and

@@ -1,6 +1,7 @@
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 @testable import RunLoopWire
 @testable import RunLoopZMQ
 import XCTest

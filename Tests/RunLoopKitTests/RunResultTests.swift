@@ -3,6 +3,7 @@ import Glibc
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// How a run ends when the kernel refuses its sleep: `RunResult.failed`, never a trap.

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// `exit-flush-probe` running, with its output read line by line as it comes. Spawned with

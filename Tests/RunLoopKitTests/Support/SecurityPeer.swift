@@ -3,6 +3,7 @@ import Glibc
 @testable import RunLoopCore
 @testable import RunLoopKit
 @testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// How a run of `Tests/peers/security_peer.py` (a client process) ended.

@@ -1,18 +1,15 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopCore
+import RunLoopSystem
 import XCTest
 
 /// The path of an executable of this package built next to the test bundle.
 ///
 /// `swift test` builds every product, so a missing one is a failure (thrown), never a
 /// skip: it happens only after `swift test --skip-build` following a partial build.
-func builtExecutable(_ name: String) throws -> String {
+package func builtExecutable(_ name: String) throws -> String {
     var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
     for _ in 0..<4 {
         let candidate = directory.appendingPathComponent(name).path
@@ -23,16 +20,16 @@ func builtExecutable(_ name: String) throws -> String {
 }
 
 /// A product of this package that is not built next to the tests.
-struct MissingExecutable: Error, CustomStringConvertible {
-    let name: String
-    var description: String {
+package struct MissingExecutable: Error, CustomStringConvertible {
+    package let name: String
+    package var description: String {
         "\(name) is not built next to the tests: run `swift test` (it builds every product), or `swift build` before `--skip-build`"
     }
 }
 
 /// Spawns `arguments` (a path and its arguments) with `posix_spawn`, so that nothing but
 /// the test reaps it (Foundation's `Process` would). Returns its pid.
-func spawnChild(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) -> pid_t {
+package func spawnChild(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) -> pid_t {
     var pid: pid_t = 0
     let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     defer { for argument in argv { free(argument) } }
@@ -41,21 +38,21 @@ func spawnChild(_ arguments: [String], file: StaticString = #filePath, line: UIn
 }
 
 /// How a run of a built executable ended, and what it printed.
-struct ExecutableRun {
-    let status: Int32
-    let stdout: String
-    let stderr: String
-    let pid: Int32
+package struct ExecutableRun {
+    package let status: Int32
+    package let stdout: String
+    package let stderr: String
+    package let pid: Int32
 
-    var json: [String: Any]? {
+    package var json: [String: Any]? {
         (try? JSONSerialization.jsonObject(with: Data(stdout.utf8))) as? [String: Any]
     }
-    var stderrLines: [Substring] { stderr.split(separator: "\n") }
+    package var stderrLines: [Substring] { stderr.split(separator: "\n") }
 }
 
 /// Runs an executable of this package (see `builtExecutable`) to its exit, with
 /// `environment` added to this process's, and returns what it printed.
-func runBuiltExecutable(_ name: String, _ arguments: [String], environment: [String: String] = [:],
+package func runBuiltExecutable(_ name: String, _ arguments: [String], environment: [String: String] = [:],
                         file: StaticString = #filePath, line: UInt = #line) throws -> ExecutableRun {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: try builtExecutable(name))

@@ -1,23 +1,23 @@
 import Foundation
 import Glibc
-@testable import RunLoopSystem
+import RunLoopSystem
 import XCTest
 
 /// How a child process ended, and what it printed.
-struct CapturedRun {
+package struct CapturedRun {
     /// Its exit status, or nil if a signal ended it.
-    let exitStatus: Int32?
+    package let exitStatus: Int32?
     /// The signal that ended it, or nil if it exited.
-    let signal: Int32?
-    let stdout: String
-    let stderr: String
+    package let signal: Int32?
+    package let stdout: String
+    package let stderr: String
 }
 
 /// Runs `arguments` (a path and its arguments) to its exit with `posix_spawn`, with this
 /// process's environment and `environment` added (or `environment` alone), and returns
 /// how it ended and what it printed. (Not Foundation's `Process`, which reaps every child
 /// and whose objects LeakSanitizer reports.)
-func runCapturing(_ arguments: [String], environment: [String: String] = [:], inheritEnvironment: Bool = true,
+package func runCapturing(_ arguments: [String], environment: [String: String] = [:], inheritEnvironment: Bool = true,
                   file: StaticString = #filePath, line: UInt = #line) throws -> CapturedRun {
     var merged = inheritEnvironment ? ProcessInfo.processInfo.environment : [:]
     merged.merge(environment) { $1 }
@@ -71,11 +71,12 @@ private func readToEnd(_ fd: Int32) -> [UInt8] {
 /// ends with `_exit` (`endChild`): 0 when everything went as promised. Asserts that the
 /// child exited (no signal: no trap, no abort) with 0, and returns its report.
 @discardableResult
-func expectPassingChild(_ testCase: XCTestCase, test: String, variable: String, scenario: String,
+package func expectPassingChild(_ testCase: XCTestCase, test: String, variable: String, scenario: String,
                         file: StaticString = #filePath, line: UInt = #line) throws -> String {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
-    let run = try runCapturing([executable, "RunLoopKitTests.\(type(of: testCase))/\(name)"],
+    // "Module.Class/method": the test binary holds every test target.
+    let run = try runCapturing([executable, "\(String(reflecting: type(of: testCase)))/\(name)"],
                                environment: [variable: scenario], file: file, line: line)
     XCTAssertNil(run.signal, "the child was killed by a signal (a trap or an abort):\n\(run.stdout)\n\(run.stderr)",
                  file: file, line: line)
@@ -84,14 +85,14 @@ func expectPassingChild(_ testCase: XCTestCase, test: String, variable: String, 
 }
 
 /// In the child of `expectPassingChild`: the scenario to run, or nil in the parent.
-func childScenario(_ variable: String) -> String? {
+package func childScenario(_ variable: String) -> String? {
     ProcessInfo.processInfo.environment[variable]
 }
 
 /// Runs `scenario` on a thread of its own (whose loop is a plain one: the main thread's
 /// makes its poll set for Dispatch's main queue at its first run), then ends the child
 /// process: exit status 0 if it returned true, else 1.
-func endChild(running scenario: @escaping @Sendable () -> Bool) -> Never {
+package func endChild(running scenario: @escaping @Sendable () -> Bool) -> Never {
     let outcome = LockedValue(false)
     TestThread { outcome.withLock { $0 = scenario() } }.join()
     fflush(nil) // every stream: the report on stdout
@@ -100,7 +101,7 @@ func endChild(running scenario: @escaping @Sendable () -> Bool) -> Never {
 
 /// Prints a line of a child's report; returns `passed`.
 @discardableResult
-func childReport(_ passed: Bool, _ message: String) -> Bool {
+package func childReport(_ passed: Bool, _ message: String) -> Bool {
     print(passed ? "PASS \(message)" : "FAIL \(message)")
     return passed
 }
