@@ -1,8 +1,5 @@
-import Dispatch
 import Foundation
-import Glibc
 import RunLoopCore
-import RunLoopSystem
 import XCTest
 
 /// The path of an executable of this package built next to the test bundle.
@@ -27,18 +24,21 @@ package struct MissingExecutable: Error, CustomStringConvertible {
     }
 }
 
-/// Spawns `arguments` (a path and its arguments) with `posix_spawn`, so that nothing but
-/// the test reaps it (Foundation's `Process` would). Returns its pid.
+/// Spawns `arguments` (a path and its arguments) with `posix_spawn`, sharing this
+/// process's outputs, so that nothing but the test reaps it. Returns its pid (0 and a
+/// failure if it could not be spawned).
 package func spawnChild(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) -> pid_t {
-    var pid: pid_t = 0
-    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    XCTAssertEqual(posix_spawn(&pid, arguments[0], nil, nil, argv, environ), 0, file: file, line: line)
-    return pid
+    do {
+        return try SpawnedProcess.spawn(arguments)
+    } catch {
+        XCTFail("\(error)", file: file, line: line)
+        return 0
+    }
 }
 
 /// How a run of a built executable ended, and what it printed.
 package struct ExecutableRun {
+    /// Its exit status, or 128 + the signal that ended it.
     package let status: Int32
     package let stdout: String
     package let stderr: String
@@ -50,30 +50,12 @@ package struct ExecutableRun {
     package var stderrLines: [Substring] { stderr.split(separator: "\n") }
 }
 
-/// Runs an executable of this package (see `builtExecutable`) to its exit, with
-/// `environment` added to this process's, and returns what it printed.
+/// Runs an executable of this package (see `builtExecutable`) to its exit (120 s at most,
+/// then it is killed), with `environment` added to this process's, and returns what it printed.
 package func runBuiltExecutable(_ name: String, _ arguments: [String], environment: [String: String] = [:],
-                        file: StaticString = #filePath, line: UInt = #line) throws -> ExecutableRun {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: try builtExecutable(name))
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    let exited = DispatchSemaphore(value: 0)
-    process.terminationHandler = { _ in exited.signal() }
-    try process.run()
-    // Reading to the end waits for the process to close its outputs (exit); stderr is read
-    // on another thread so that neither pipe fills while the other is read.
-    let stderrData = LockedValue(Data())
-    let stderrReader = TestThread { stderrData.withLock { $0 = errors.fileHandleForReading.readDataToEndOfFile() } }
-    let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    stderrReader.join()
-    try? output.fileHandleForReading.close()
-    try? errors.fileHandleForReading.close()
-    waitOrFail(exited, seconds: 120, "\(name) \(arguments) to exit", file: file, line: line)
-    return ExecutableRun(status: process.terminationStatus, stdout: stdout,
-                         stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self), pid: process.processIdentifier)
+                                file: StaticString = #filePath, line: UInt = #line) throws -> ExecutableRun {
+    let process = try SpawnedProcess([try builtExecutable(name)] + arguments, environment: environment)
+    let exit = process.waitForExit(seconds: 120)
+    XCTAssertNotNil(exit, "timed out waiting for \(name) \(arguments) to exit", file: file, line: line)
+    return ExecutableRun(status: exit?.shellStatus ?? -1, stdout: process.stdout, stderr: process.stderr, pid: process.pid)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import RunLoopCore
 import RunLoopSystem
 import XCTest
 
@@ -13,56 +14,20 @@ package struct CapturedRun {
     package let stderr: String
 }
 
-/// Runs `arguments` (a path and its arguments) to its exit with `posix_spawn`, with this
+/// Runs `arguments` (a path and its arguments) to its exit (a `SpawnedProcess`), with this
 /// process's environment and `environment` added (or `environment` alone), and returns
-/// how it ended and what it printed. (Not Foundation's `Process`, which reaps every child
-/// and whose objects LeakSanitizer reports.)
+/// how it ended and what it printed.
 package func runCapturing(_ arguments: [String], environment: [String: String] = [:], inheritEnvironment: Bool = true,
-                  file: StaticString = #filePath, line: UInt = #line) throws -> CapturedRun {
-    var merged = inheritEnvironment ? ProcessInfo.processInfo.environment : [:]
-    merged.merge(environment) { $1 }
-    let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer { for pointer in argv + envp { free(pointer) } }
-    var output: [Int32] = [0, 0], errors: [Int32] = [0, 0]
-    try systemCall("pipe") { pipe(&output) }
-    try systemCall("pipe") { pipe(&errors) }
-    // Close-on-exec, so that no other child spawned meanwhile holds a write end open.
-    for fd in output + errors { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-    posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-    var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
-    close(output[1])
-    close(errors[1])
-    defer { close(output[0]); close(errors[0]) }
-    guard spawned == 0 else { throw SystemCallError(call: "posix_spawn(\(arguments[0]))", errno: spawned) }
-    // Both pipes are read to their end (the child's exit), stderr on another thread, so
-    // that neither fills while the other is read.
-    let stderrBytes = LockedValue<[UInt8]>([])
-    let errorsFD = errors[0]
-    let stderrReader = TestThread { stderrBytes.withLock { $0 = readToEnd(errorsFD) } }
-    let stdoutBytes = readToEnd(output[0])
-    stderrReader.join()
-    var status: Int32 = 0
-    _ = try systemCall("waitpid") { waitpid(pid, &status, 0) }
-    let exited = status & 0x7f == 0
-    return CapturedRun(exitStatus: exited ? (status >> 8) & 0xff : nil, signal: exited ? nil : status & 0x7f,
-                       stdout: String(decoding: stdoutBytes, as: UTF8.self),
-                       stderr: String(decoding: stderrBytes.withLock { $0 }, as: UTF8.self))
-}
-
-private func readToEnd(_ fd: Int32) -> [UInt8] {
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { (try? Kernel.read(fd, into: $0)) ?? 0 }
-        if count <= 0 { return bytes }
-        bytes += buffer[0..<count]
+                          file: StaticString = #filePath, line: UInt = #line) throws -> CapturedRun {
+    let process = try SpawnedProcess(arguments, environment: environment, inheritEnvironment: inheritEnvironment)
+    let exit = process.waitForExit(seconds: nil)
+    var (status, signal): (Int32?, Int32?) = (nil, nil)
+    switch exit {
+    case .exited(let code): status = code
+    case .signalled(let number, _): signal = number
+    case .statusUnavailable, nil: XCTFail("\(arguments[0]) ended without a status: \(String(describing: exit))", file: file, line: line)
     }
+    return CapturedRun(exitStatus: status, signal: signal, stdout: process.stdout, stderr: process.stderr)
 }
 
 /// A test that runs its scenario in a child process: this test binary again, filtered to
@@ -72,7 +37,7 @@ private func readToEnd(_ fd: Int32) -> [UInt8] {
 /// child exited (no signal: no trap, no abort) with 0, and returns its report.
 @discardableResult
 package func expectPassingChild(_ testCase: XCTestCase, test: String, variable: String, scenario: String,
-                        file: StaticString = #filePath, line: UInt = #line) throws -> String {
+                                file: StaticString = #filePath, line: UInt = #line) throws -> String {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
     // "Module.Class/method": the test binary holds every test target.
