@@ -95,6 +95,15 @@ let package = Package(
         // /proc readings, ZeroMQ socket pairs. Over the public and package API only.
         .target(name: "RunLoopTestSupport", dependencies: ["RunLoopSystem", "RunLoopZMQ", "RunLoopCore"],
                 path: "Tests/RunLoopTestSupport"),
+        // A test target per layer: each imports its own layer with @testable, lower layers
+        // plainly and only where a test needs them to set up.
+        .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem", "RunLoopTestSupport"]),
+        .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "RunLoopTestSupport"]),
+        .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
+        .testTarget(
+            name: "RunLoopCoreTests",
+            dependencies: ["RunLoopCore", "RunLoopSystem", "CLinuxPoll", "RunLoopTestSupport"]
+        ),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [

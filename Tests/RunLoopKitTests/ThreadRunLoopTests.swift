@@ -489,12 +489,3 @@ extension ThreadRunLoopTests {
         port.invalidate()
     }
 }
-
-/// CPU time (user + system) of the calling thread, from `getrusage(RUSAGE_THREAD)`.
-func threadCPUTime() -> Duration {
-    var usage = rusage()
-    getrusage(__rusage_who_t(1), &usage) // 1 = RUSAGE_THREAD, hidden behind _GNU_SOURCE
-    let micros = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000
-        + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
-    return .microseconds(micros)
-}

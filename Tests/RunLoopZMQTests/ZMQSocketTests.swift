@@ -1,10 +1,7 @@
-import Foundation
 import CZeroMQ
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
+import Foundation
+import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
 @testable import RunLoopZMQ
 import XCTest
 

@@ -1,10 +1,6 @@
 import Dispatch
 @testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 /// The exact observer sequences of the guide's sequence of events.
