@@ -1,11 +1,8 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopZMQ
 import XCTest
 
 /// A process at its descriptor limit (`RLIMIT_NOFILE`) that creates a loop and a port gets

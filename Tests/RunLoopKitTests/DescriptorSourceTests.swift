@@ -1,12 +1,9 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the loop's pass counts
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 /// Descriptor sources: any descriptor watched for readable/writable, level-triggered, in modes.

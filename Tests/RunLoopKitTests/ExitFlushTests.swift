@@ -1,9 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import XCTest
 
 /// A process that sends to another process's port and then ends normally loses nothing

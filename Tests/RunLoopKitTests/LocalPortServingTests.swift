@@ -1,12 +1,11 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the loop's pass durations and metrics
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A port as a server: it answers many requesters, short-lived, dying, hostile or in

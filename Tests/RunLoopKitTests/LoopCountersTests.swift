@@ -1,11 +1,9 @@
 import Dispatch
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A loop's counters: passes, wake-ups, messages handled, and messages dropped by reason.

@@ -1,10 +1,8 @@
 import Metrics
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the core's metrics and instruments
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopZMQ
 import XCTest
 
 /// A loop's metrics reach whatever swift-metrics backend is bootstrapped, and cost

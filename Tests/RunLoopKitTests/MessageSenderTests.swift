@@ -1,10 +1,7 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopZMQ
 import XCTest
 
 /// `LoopMessage.sender` (`docs/security.md`): the peer process's uid, gid and pid over

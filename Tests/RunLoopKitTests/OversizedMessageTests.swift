@@ -1,11 +1,9 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
+import RunLoopWire
 import XCTest
 
 /// A message over the wire format's limit per frame (64 MiB) is refused at the sender

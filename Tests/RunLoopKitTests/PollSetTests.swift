@@ -1,8 +1,7 @@
 import CLinuxPoll
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the poll set's kernel fallback
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
 import XCTest
 

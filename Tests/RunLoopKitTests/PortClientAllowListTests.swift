@@ -1,10 +1,7 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopZMQ
 import XCTest
 
 /// A CURVE port's client allow-list (`docs/security.md`): listed clients get through, over

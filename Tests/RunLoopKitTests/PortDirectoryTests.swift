@@ -1,11 +1,9 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// Named ports: the name server, uniqueness, stale names and the runtime directory.

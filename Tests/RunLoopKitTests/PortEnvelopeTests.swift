@@ -1,9 +1,6 @@
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopWire
 import XCTest
 
 /// The zero-copy paths of a port message: sent from where its bytes are, decoded from

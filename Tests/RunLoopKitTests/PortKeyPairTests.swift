@@ -1,10 +1,6 @@
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 /// CURVE on tcp ports: only clients that know the port's public key get through, and

@@ -1,11 +1,8 @@
 import Dispatch
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopWire
 import XCTest
 
 /// Sending and request/reply through remote ports.

@@ -1,8 +1,6 @@
 import CLinuxPoll
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
 import XCTest
 

@@ -1,12 +1,9 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: a signal source's descriptor, the main thread's id
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 /// Signal sources: signals sent with `kill(getpid(), …)` heard on each watching loop's thread.

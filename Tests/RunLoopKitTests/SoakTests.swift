@@ -1,12 +1,8 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import Synchronization
 import XCTest
 

@@ -1,10 +1,8 @@
 import Dispatch
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import RunLoopTestSupport
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A bare ZeroMQ peer on a thread of its own that answers one request over tcp, speaking
