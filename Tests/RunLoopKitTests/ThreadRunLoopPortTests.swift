@@ -5,9 +5,9 @@ import Glibc
 import RunLoopTestSupport
 import XCTest
 
-/// A thread's loop serving its ports (`ThreadRunLoop+Ports`): messages in batches, and
-/// asleep at no cost with a port among its sources. The loop without ports is tested in
-/// RunLoopCoreTests.
+/// A thread's loop serving its ports (`ThreadRunLoop+Ports`): messages in batches, a busy
+/// port beside a descriptor source, asleep at no cost with a port among its sources. The
+/// loop without ports is tested in RunLoopCoreTests.
 final class ThreadRunLoopPortTests: XCTestCase {
     // MARK: - Port messages in batches (step 9)
 
@@ -76,6 +76,39 @@ final class ThreadRunLoopPortTests: XCTestCase {
             XCTAssertEqual(log.ids, [0, 1, 2])
             XCTAssertEqual(log.passOfMessage[0].map { $0 + 1 }, log.passOfMessage[1], "message 1 came in the next pass")
         }
+    }
+    // MARK: - Ports beside descriptor sources
+
+    func testABusyPortDoesNotStarveADescriptorSourceOfTheSameMode() throws {
+        let loop = ThreadRunLoop.current
+        let mode = LoopMode("ThreadRunLoopPortTests")
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(nonBlockingPipe(&fds), 0)
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        defer { close(readEnd); close(writeEnd) }
+        let delivered = SharedValue(0)
+        let port = try LocalPort { _ in
+            delivered.withLock { $0 += 1 }
+            return nil
+        }
+        loop.add(port, to: mode)
+        let messagesBeforeTheDescriptor = SharedValue<Int?>(nil)
+        let source = DescriptorSource(descriptor: readEnd, watching: .readable) { _ in
+            var byte: UInt8 = 0
+            _ = read(readEnd, &byte, 1)
+            messagesBeforeTheDescriptor.withLock { $0 = delivered.withLock { $0 } }
+        }
+        loop.add(source, to: mode)
+        for id in Int32(0)..<500 { try port.send(LoopMessage(id: id)) }
+        XCTAssertTrue(loop.run(mode: mode, before: .after(.milliseconds(50))), "the port is ready and delivering")
+        var one: UInt8 = 1
+        XCTAssertEqual(write(writeEnd, &one, 1), 1)
+        // A ready port skips the sleep, one batch per pass; the descriptor is still looked at.
+        XCTAssertTrue(runCurrentLoop(in: mode) { delivered.withLock { $0 } == 500 })
+        let before = try XCTUnwrap(messagesBeforeTheDescriptor.withLock { $0 }, "the descriptor was heard")
+        XCTAssertLessThan(before, 10, "heard within the next passes, not once the port was drained")
+        source.invalidate()
+        port.invalidate()
     }
 }
 
