@@ -8,6 +8,7 @@ import XCTest
 
 /// A loop's counters: passes, wake-ups, messages handled, and messages dropped by reason.
 /// Each test counts the difference its own runs, in a mode of its own, make.
+/// (Here, not in RunLoopCoreTests: most of what is counted comes and goes through ports.)
 final class LoopCountersTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
     private var counters: LoopCounters { loop.snapshot().counters }

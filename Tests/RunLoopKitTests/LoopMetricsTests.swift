@@ -7,6 +7,7 @@ import XCTest
 
 /// A loop's metrics reach whatever swift-metrics backend is bootstrapped, and cost
 /// nothing without one.
+/// (Here, not in RunLoopCoreTests: the messages and drops reported come through a port.)
 final class LoopMetricsTests: XCTestCase {
     func testWithoutABackendALoopKeepsNoMetricsAndReadsNoClock() {
         XCTAssertNil(LoopMetrics.make(factory: NOOPMetricsHandler.instance))

@@ -7,6 +7,7 @@ import RunLoopTestSupport
 import XCTest
 
 /// Signal sources: signals sent with `kill(getpid(), …)` heard on each watching loop's thread.
+/// (Here, not in RunLoopCoreTests: the watching loops are workers', and one is `MainLoop`.)
 final class SignalSourceTests: XCTestCase {
     private let mode = LoopMode("SignalSourceTests")
 
