@@ -5,8 +5,8 @@ import RunLoopCore
 import RunLoopSystem
 
 /// A child process started with `posix_spawn`, with its stdout and stderr read by threads
-/// of its own as they come. Not Foundation's `Process`: it reaps every child (so that a
-/// `ChildProcessSource` could not), and LeakSanitizer reports its objects on Linux.
+/// of its own as they come. Not Foundation's `Process`: it reaps every child (a
+/// `ChildProcessSource` then cannot), and LeakSanitizer reports its objects on Linux.
 ///
 /// A thread of its own reaps the child (`waitForExit`), unless `reapedByCaller`: then the
 /// test reaps it (a `ChildProcessSource`, `waitpid`) and `waitForOutput` waits for the end
