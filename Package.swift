@@ -92,15 +92,30 @@ let package = Package(
         .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         // A process that sends to another's port and then ends, for ExitFlushTests.
         .executableTarget(name: "exit-flush-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/exit-flush-probe"),
+        // Helpers shared by the test targets: threads, child processes, built executables,
+        // /proc readings, ZeroMQ socket pairs. Over the public and package API only.
+        .target(name: "RunLoopTestSupport", dependencies: ["RunLoopSystem", "RunLoopZMQ", "RunLoopCore"],
+                path: "Tests/RunLoopTestSupport"),
+        // A test target per layer: each imports its own layer with @testable and lower layers
+        // plainly, where a test needs them to set up (RunLoopKitTests imports RunLoopCore
+        // with @testable where a test reads a core internal: docs/architecture.md).
+        .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem"]),
+        .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "RunLoopTestSupport"]),
+        .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
+        .testTarget(
+            name: "RunLoopCoreTests",
+            dependencies: ["RunLoopCore", "RunLoopSystem", "CLinuxPoll", "RunLoopTestSupport"]
+        ),
         .testTarget(
             name: "RunLoopKitTests",
             dependencies: [
                 "RunLoopKit",
                 "RunLoopCore",
-                "RunLoopSystem",
                 "RunLoopZMQ",
                 "RunLoopWire",
                 "CZeroMQ",
+                "CLinuxPoll",
+                "RunLoopTestSupport",
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),

@@ -1,9 +1,7 @@
 import Dispatch
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the loop's perform queue
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// An actor pinned to a worker, calling the async performs from the worker's own thread.

@@ -1,9 +1,7 @@
 import Dispatch
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
 import XCTest
 
 /// `RemotePort.request`: request/reply from async code, through the per-process requester.

@@ -1,10 +1,8 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// A process at its descriptor limit (`RLIMIT_NOFILE`) that creates a loop and a port gets

@@ -1,9 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import XCTest
 
 /// A process that sends to another process's port and then ends normally loses nothing
@@ -63,13 +61,13 @@ final class ExitFlushTests: XCTestCase {
     func testTheExitFlushLimitBoundsTheExitWhenTheReceiverReadsNothingAndTheLossIsLogged() throws {
         let receiver = try Receiver(over: .ipc, expected: Self.count)
         let limit = 1.0
-        let child = try ProbeProcess([receiver.target, "\(Self.count)", "exit", "--limit-ms", "\(Int(limit * 1000))"])
+        let child = try startExitFlushProbe([receiver.target, "\(Self.count)", "exit", "--limit-ms", "\(Int(limit * 1000))"])
         XCTAssertTrue(child.waitForLine("sent \(Self.count)"), "the child sent everything; stderr: \(child.stderr)")
         let sent = Deadline.now()
         let status = child.waitForExit()
         let took = (Deadline.now() - sent).components
         let exitTook = Double(took.seconds) + Double(took.attoseconds) * 1e-18
-        XCTAssertEqual(status, 0, child.stderr)
+        XCTAssertEqual(status, .exited(0), child.stderr)
         XCTAssertGreaterThanOrEqual(exitTook, limit * 0.8, "the exit waited for the receiver, up to the limit")
         XCTAssertLessThan(exitTook, limit + 2, "the exit took the limit and no longer (2 s margin for the sanitizers)")
         XCTAssertTrue(child.stderr.contains("messages not flushed at process exit"), child.stderr)
@@ -96,7 +94,7 @@ final class ExitFlushTests: XCTestCase {
     private func assertEverythingArrives(ending: String, over transport: Transport, signal: Int32? = nil,
                                          file: StaticString = #filePath, line: UInt = #line) throws {
         let receiver = try Receiver(over: transport, expected: Self.count)
-        let child = try ProbeProcess([receiver.target, "\(Self.count)", ending])
+        let child = try startExitFlushProbe([receiver.target, "\(Self.count)", ending])
         XCTAssertTrue(child.waitForLine("sent \(Self.count)"), "the child sent everything; stderr: \(child.stderr)",
                       file: file, line: line)
         if let signal {
@@ -105,7 +103,7 @@ final class ExitFlushTests: XCTestCase {
         }
         // Only now does the test read: whatever the child's end did not flush is lost.
         receiver.receive(until: { child.hasExited })
-        XCTAssertEqual(child.waitForExit(), 0, child.stderr, file: file, line: line)
+        XCTAssertEqual(child.waitForExit(), .exited(0), child.stderr, file: file, line: line)
         receiver.drain()
         XCTAssertEqual(receiver.tally.received, Self.count,
                        "every message whose send returned arrived (\(ending), \(transport))", file: file, line: line)

@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopTestSupport
 import XCTest
 
 /// `scripts/install-dependencies.sh` on each family of systems, run with stand-ins for

@@ -1,4 +1,3 @@
-@testable import RunLoopCore
 @testable import RunLoopKit
 import XCTest
 

@@ -2,11 +2,11 @@ import Dispatch
 import Foundation
 import CLinuxPoll
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the loop's pass durations and metrics
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A port as a server: it answers many requesters, short-lived, dying, hostile or in
@@ -106,11 +106,10 @@ final class LocalPortServingTests: XCTestCase {
     func testHostileAndDyingRequestersNeverStallTheLoopAndALegitimateClientIsServedMeanwhile() throws {
         let backend = RecordingMetricsFactory.installed // before the server's loop: it measures its passes
         let durationsBefore = backend.reading().timers[LoopMetrics.passDurationLabel, default: []].count
-        let victim = LockedValue<pid_t>(0)
         let server = try Server { request in
-            // A requester process killed while its request is being answered.
-            let pid = victim.withLock { $0 }
-            if request.text == "about to die" && pid > 0 { kill(pid, SIGKILL) }
+            // A requester process killed while its request is being answered: the one that
+            // sent it, as the kernel names it on the named port's ipc connection.
+            if request.text == "about to die", case .process(_, _, let pid)? = request.sender { kill(pid, SIGKILL) }
         }
         defer { server.stop() }
 
@@ -142,7 +141,6 @@ final class LocalPortServingTests: XCTestCase {
             process.arguments = ["request", server.name, "--id", "4", "--data", "about to die"]
             process.environment = ProcessInfo.processInfo.environment.merging(["RUNLOOPKIT_RUNTIME_DIR": try RuntimeDirectory.path()]) { $1 }
             try process.run()
-            victim.withLock { $0 = process.processIdentifier }
             process.waitUntilExit()
             XCTAssertEqual(process.terminationReason, .uncaughtSignal)
         }

@@ -1,6 +1,4 @@
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
 import XCTest
 
 /// Safe by default (`docs/security.md`): a port is bound to tcp beyond loopback without

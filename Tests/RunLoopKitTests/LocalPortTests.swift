@@ -1,11 +1,10 @@
 import CZeroMQ
 import Dispatch
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 final class LocalPortTests: XCTestCase {

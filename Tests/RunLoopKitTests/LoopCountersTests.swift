@@ -1,14 +1,14 @@
 import Dispatch
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A loop's counters: passes, wake-ups, messages handled, and messages dropped by reason.
 /// Each test counts the difference its own runs, in a mode of its own, make.
+/// (Here, not in RunLoopCoreTests: most of what is counted comes and goes through ports.)
 final class LoopCountersTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
     private var counters: LoopCounters { loop.snapshot().counters }

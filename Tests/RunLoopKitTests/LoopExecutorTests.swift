@@ -1,10 +1,7 @@
 import Dispatch
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// An actor pinned to a worker's run loop: every method runs on the worker's thread.

@@ -1,6 +1,7 @@
 import Dispatch
-@testable import RunLoopCore
+import RunLoopCore
 @testable import RunLoopKit
+import RunLoopTestSupport
 import XCTest
 
 /// The verbs `LoopHandOff` implements once, where a type's part of them shows: a loop's

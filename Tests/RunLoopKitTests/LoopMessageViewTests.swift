@@ -1,10 +1,9 @@
 import Dispatch
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A port's borrowing handler: the message read where libzmq received it, lent for the

@@ -1,13 +1,13 @@
 import Metrics
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the core's metrics and instruments
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopZMQ
 import XCTest
 
 /// A loop's metrics reach whatever swift-metrics backend is bootstrapped, and cost
 /// nothing without one.
+/// (Here, not in RunLoopCoreTests: the messages and drops reported come through a port.)
 final class LoopMetricsTests: XCTestCase {
     func testWithoutABackendALoopKeepsNoMetricsAndReadsNoClock() {
         XCTAssertNil(LoopMetrics.make(factory: NOOPMetricsHandler.instance))

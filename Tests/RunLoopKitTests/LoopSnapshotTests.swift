@@ -1,10 +1,8 @@
 import Dispatch
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the loop's pass counts
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// Introspection: a loop's snapshot and description list every mode and item it holds.

@@ -1,9 +1,6 @@
 import Dispatch
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// The main thread's loop. XCTest runs tests on the main thread, as a tool's `main.swift` runs.

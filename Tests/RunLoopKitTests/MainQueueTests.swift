@@ -1,11 +1,9 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the main loop's descriptors and pass counts
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// Dispatch's main queue, `@MainActor` work and `await MainActor.run` on the main thread's

@@ -1,9 +1,7 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// `LoopMessage.sender` (`docs/security.md`): the peer process's uid, gid and pid over

@@ -1,10 +1,9 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
+import RunLoopTestSupport
+import RunLoopWire
 import XCTest
 
 /// A message over the wire format's limit per frame (64 MiB) is refused at the sender
@@ -98,17 +97,17 @@ final class OversizedMessageTests: XCTestCase {
         }
         ThreadRunLoop.current.add(port, to: .default)
 
-        let over = try ProbeProcess([target, "1", "exit", "--size", "\(Self.limit + 1)"])
-        XCTAssertEqual(over.waitForExit(), 1, "the send failed", file: file, line: line)
+        let over = try startExitFlushProbe([target, "1", "exit", "--size", "\(Self.limit + 1)"])
+        XCTAssertEqual(over.waitForExit(), .exited(1), "the send failed", file: file, line: line)
         XCTAssertTrue(over.stderr.contains("send failed: a data component of \(Self.limit + 1) bytes is over the wire limit of \(Self.limit) bytes per frame"),
                       over.stderr, file: file, line: line)
 
-        let at = try ProbeProcess([target, "1", "exit", "--size", "\(Self.limit)"])
+        let at = try startExitFlushProbe([target, "1", "exit", "--size", "\(Self.limit)"])
         let limit = Deadline.after(.seconds(60))
         while received.withLock({ $0.isEmpty }), Deadline.now() < limit {
             _ = ThreadRunLoop.current.run(mode: .default, before: .after(.milliseconds(100)))
         }
-        XCTAssertEqual(at.waitForExit(), 0, at.stderr, file: file, line: line)
+        XCTAssertEqual(at.waitForExit(), .exited(0), at.stderr, file: file, line: line)
         XCTAssertEqual(received.withLock { $0 }, [Self.limit], "only the message at the limit arrived, whole", file: file, line: line)
         XCTAssertEqual(port.statistics.messagesDropped, 0, file: file, line: line)
     }

@@ -1,12 +1,13 @@
 import CLinuxPoll
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: the poll set's kernel fallback
 @testable import RunLoopKit
-@testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// The poll set's wait: `epoll_pwait2` through `syscall(2)` with a nanosecond timeout, and
 /// `epoll_wait` with a millisecond one, rounded up, on kernels without it.
+/// (Here, not in RunLoopCoreTests: a port is what gives the loop its poll set.)
 final class PollSetTests: XCTestCase {
     private static let scenarioVariable = "RUNLOOPKIT_POLL_SET_SCENARIO"
 

@@ -1,10 +1,7 @@
 import Dispatch
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// Where a loop sleeps: on a futex while it has no port, in its poll set from its first port on.

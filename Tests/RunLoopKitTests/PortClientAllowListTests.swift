@@ -1,9 +1,7 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// A CURVE port's client allow-list (`docs/security.md`): listed clients get through, over

@@ -1,10 +1,9 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// Named ports: the name server, uniqueness, stale names and the runtime directory.

@@ -1,8 +1,6 @@
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
 import XCTest
 
 /// The zero-copy paths of a port message: sent from where its bytes are, decoded from

@@ -1,9 +1,6 @@
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// CURVE on tcp ports: only clients that know the port's public key get through, and

@@ -1,9 +1,7 @@
 import Dispatch
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: a port's paused registration
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// An actor pinned to a worker that consumes a port of the worker's with `for await`.

@@ -1,10 +1,6 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 /// The runtime directory as tools read it: names, owners, liveness.

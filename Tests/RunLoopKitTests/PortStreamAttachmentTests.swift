@@ -1,5 +1,6 @@
-@testable import RunLoopCore
+@testable import RunLoopCore // for the core internal it reads: whether the loop has the port paused
 @testable import RunLoopKit
+import RunLoopTestSupport
 import XCTest
 
 /// The owner-thread side of a message stream: the port it pauses is never left paused once

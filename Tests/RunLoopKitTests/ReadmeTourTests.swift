@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation // the tour's names must not collide with Foundation's
 import RunLoopKit
+import RunLoopTestSupport
 import XCTest
 
 /// The README's tour, kept compiling and true.

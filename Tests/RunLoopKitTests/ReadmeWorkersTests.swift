@@ -1,5 +1,6 @@
 import Foundation // the tour's names must not collide with Foundation's
 import RunLoopKit
+import RunLoopTestSupport
 import XCTest
 
 /// The README's "Worker threads" section, kept compiling and true.

@@ -1,10 +1,8 @@
 import Dispatch
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
 import XCTest
 
 /// Sending and request/reply through remote ports.

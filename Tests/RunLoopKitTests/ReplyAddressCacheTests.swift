@@ -1,8 +1,4 @@
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 final class ReplyAddressCacheTests: XCTestCase {

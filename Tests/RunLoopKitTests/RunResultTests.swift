@@ -1,11 +1,11 @@
 import CLinuxPoll
 import Glibc
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// How a run ends when the kernel refuses its sleep: `RunResult.failed`, never a trap.
+/// (Here, not in RunLoopCoreTests: a port is what the kernel is made to refuse.)
 final class RunResultTests: XCTestCase {
     private static let scenarioVariable = "RUNLOOPKIT_RUN_RESULT_SCENARIO"
 

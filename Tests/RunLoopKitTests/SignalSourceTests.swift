@@ -1,14 +1,13 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: a signal source's descriptor, the main thread's id
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// Signal sources: signals sent with `kill(getpid(), …)` heard on each watching loop's thread.
+/// (Here, not in RunLoopCoreTests: the watching loops are workers', and one is `MainLoop`.)
 final class SignalSourceTests: XCTestCase {
     private let mode = LoopMode("SignalSourceTests")
 

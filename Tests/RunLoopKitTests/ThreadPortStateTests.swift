@@ -1,8 +1,5 @@
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// A thread's connections to the ports it sends to are bounded: a cap, and an idle limit.

@@ -1,9 +1,6 @@
 import Dispatch
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 final class WorkerPoolTests: XCTestCase {

@@ -1,10 +1,7 @@
 import Dispatch
 import Foundation
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// `WorkerThread`'s stop: what happens to queued work and to the callers waiting for it,

@@ -1,10 +1,8 @@
 import Dispatch
 import Foundation
-@testable import RunLoopCore
+@testable import RunLoopCore // for core internals it reads: a loop's delayed performs
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 final class WorkerThreadTests: XCTestCase {

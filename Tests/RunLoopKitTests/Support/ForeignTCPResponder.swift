@@ -1,9 +1,8 @@
 import Dispatch
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
+import RunLoopWire
+import RunLoopZMQ
 import XCTest
 
 /// A bare ZeroMQ peer on a thread of its own that answers one request over tcp, speaking

@@ -1,9 +1,5 @@
 import Metrics
-@testable import RunLoopCore
 @testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 
 /// A swift-metrics backend that remembers every value, shared by label and dimensions
 /// as real backends do. Bootstrapped once per process: swift-metrics allows no more.

@@ -1,10 +1,6 @@
 import CLinuxPoll
 import Glibc
 @testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 /// The port sources' table on its own, with fake ports: which ports it queues as ready,

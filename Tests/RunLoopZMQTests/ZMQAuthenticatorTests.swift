@@ -1,4 +1,3 @@
-@testable import RunLoopSystem
 @testable import RunLoopZMQ
 import XCTest
 

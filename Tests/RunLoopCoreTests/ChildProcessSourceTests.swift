@@ -1,10 +1,8 @@
 import Foundation
 import Glibc
 @testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// Child-process sources: a child's exit status, or the signal that ended it, on the loop's thread.

@@ -1,18 +1,15 @@
 import Foundation
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopSystem
+import RunLoopZMQ
 
 /// An inproc endpoint nobody has bound yet.
-func uniqueInprocEndpoint() -> String {
+package func uniqueInprocEndpoint() -> String {
     "inproc://runloopkit-tests.\(UUID().uuidString)"
 }
 
 /// A bound PULL and a PUSH connected to it over a fresh inproc endpoint. The PULL's
 /// blocking receives give up after 5 s, so a lost message fails the test, not hangs it.
-func makePushPull(context: ZMQContext? = nil) throws -> (push: ZMQSocket, pull: ZMQSocket) {
+package func makePushPull(context: ZMQContext? = nil) throws -> (push: ZMQSocket, pull: ZMQSocket) {
     let pull = try ZMQSocket(context: context, type: .pull)
     try pull.setOption(.receiveTimeout, 5000)
     let endpoint = uniqueInprocEndpoint()
@@ -29,7 +26,7 @@ func makePushPull(context: ZMQContext? = nil) throws -> (push: ZMQSocket, pull: 
 /// has taken the connection down (a probe sent earlier goes to a connection that is
 /// closing, and is lost with it); between tries it sleeps in `poll(2)` on the socket's
 /// descriptor, which the next command wakes. True once the peer is unroutable.
-func waitUntilUnroutable(_ routingID: [UInt8], from router: ZMQSocket, limit: Duration = .seconds(10)) throws -> Bool {
+package func waitUntilUnroutable(_ routingID: [UInt8], from router: ZMQSocket, limit: Duration = .seconds(10)) throws -> Bool {
     let deadline = Deadline.after(limit)
     let descriptor = try router.fileDescriptor
     while Deadline.now() < deadline {

@@ -2,10 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 @testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopTestSupport
 import XCTest
 
 /// Descriptor sources: any descriptor watched for readable/writable, level-triggered, in modes.
@@ -153,51 +150,26 @@ final class DescriptorSourceTests: XCTestCase {
         source.invalidate()
     }
 
-    func testABusyPortDoesNotStarveADescriptorSourceOfTheSameMode() throws {
-        let (readEnd, writeEnd) = makePipe()
-        let delivered = SharedValue(0)
-        let port = try LocalPort { _ in
-            delivered.withLock { $0 += 1 }
-            return nil
-        }
-        loop.add(port, to: mode)
-        let messagesBeforeTheDescriptor = SharedValue<Int?>(nil)
-        let source = DescriptorSource(descriptor: readEnd, watching: .readable) { _ in
-            _ = self.readOne(readEnd)
-            messagesBeforeTheDescriptor.withLock { $0 = delivered.withLock { $0 } }
-        }
-        loop.add(source, to: mode)
-        for id in Int32(0)..<500 { try port.send(LoopMessage(id: id)) }
-        XCTAssertTrue(runOnce(), "the port is ready and delivering")
-        write(writeEnd, [1])
-        // A ready port skips the sleep, one batch per pass; the descriptor is still looked at.
-        XCTAssertTrue(runCurrentLoop(in: mode) { delivered.withLock { $0 } == 500 })
-        let before = try XCTUnwrap(messagesBeforeTheDescriptor.withLock { $0 }, "the descriptor was heard")
-        XCTAssertLessThan(before, 10, "heard within the next passes, not once the port was drained")
-        source.invalidate()
-        port.invalidate()
-    }
-
     func testInvalidatingFromAnotherThreadTakesItOutOfEveryModeAndClosesOnlyAnOwnedDescriptor() throws {
         let (ownedEnd, _) = makePipe()
         let (borrowedEnd, _) = makePipe()
-        let worker = try WorkerThread(name: "descriptor-owner")
+        let other = LoopThread()
         let owned = DescriptorSource(descriptor: ownedEnd, watching: .readable, ownership: .owned) { _ in }
         let borrowed = DescriptorSource(descriptor: borrowedEnd, watching: .readable) { _ in }
-        try worker.performAndWait {
+        try other.loop.performAndWait {
             ThreadRunLoop.current.add(owned, to: .default)
             ThreadRunLoop.current.add(borrowed, to: .common)
         }
-        owned.invalidate() // from this thread; finished on the worker's at its next pass
+        owned.invalidate() // from this thread; finished on the other thread's at its next pass
         borrowed.invalidate()
         XCTAssertFalse(owned.isValid)
-        let inModes = try worker.performAndWait {
+        let inModes = try other.loop.performAndWait {
             ThreadRunLoop.current.contains(owned, in: .default) || ThreadRunLoop.current.contains(borrowed, in: .common)
         }
         XCTAssertFalse(inModes)
         XCTAssertFalse(isOpen(ownedEnd), "an owned descriptor is closed once out of the poll set")
         XCTAssertTrue(isOpen(borrowedEnd), "a borrowed one never is")
-        worker.stop()
+        other.stop()
     }
 
     func testAnOwnedDescriptorIsClosedWhenItsLoopsThreadExitsAndDescriptorsDoNotLeak() throws {
@@ -206,9 +178,9 @@ final class DescriptorSourceTests: XCTestCase {
         XCTAssertEqual(nonBlockingPipe(&fds), 0)
         let source = DescriptorSource(descriptor: fds[0], watching: .readable, ownership: .owned) { _ in }
         do {
-            let worker = try WorkerThread(name: "descriptor-teardown")
-            try worker.performAndWait { ThreadRunLoop.current.add(source, to: .default) }
-            worker.stop() // joins the thread, whose loop is torn down
+            let other = LoopThread()
+            try other.loop.performAndWait { ThreadRunLoop.current.add(source, to: .default) }
+            other.stop() // joins the thread, whose loop is torn down
         }
         XCTAssertFalse(isOpen(fds[0]), "closed at teardown")
         XCTAssertFalse(source.isValid)
@@ -261,14 +233,4 @@ final class DescriptorSourceTests: XCTestCase {
         ])
         XCTAssertFalse(isOpen(file), "an owned, valid descriptor that could not be polled is still closed")
     }
-}
-
-/// `pipe2(O_NONBLOCK | O_CLOEXEC)` (glibc hides `pipe2` behind _GNU_SOURCE): 0 or -1.
-func nonBlockingPipe(_ fds: inout [Int32]) -> Int32 {
-    guard pipe(&fds) == 0 else { return -1 }
-    for fd in fds {
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-    }
-    return 0
 }

@@ -1,9 +1,7 @@
 import Dispatch
 @testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 final class PerformRequestTests: XCTestCase {

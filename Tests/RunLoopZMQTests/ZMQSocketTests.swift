@@ -1,9 +1,7 @@
-import Foundation
 import CZeroMQ
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
+import Foundation
+import RunLoopSystem
+import RunLoopTestSupport
 @testable import RunLoopZMQ
 import XCTest
 

@@ -1,10 +1,8 @@
 import CLinuxPoll
 import Glibc
 @testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopSystem
+import RunLoopTestSupport
 import XCTest
 
 /// The far-deadline timer on its own: when it arms the kernel's timerfd, when it keeps an

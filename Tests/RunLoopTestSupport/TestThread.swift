@@ -1,25 +1,22 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopCore
+import RunLoopSystem
 import XCTest
 
 /// A joinable thread, so that tests can wait for a thread to have fully exited
 /// (thread-local destructors included).
-final class TestThread: @unchecked Sendable {
+package final class TestThread: @unchecked Sendable {
     private final class Body {
         let run: @Sendable () -> Void
         init(_ run: @escaping @Sendable () -> Void) { self.run = run }
     }
 
-    private(set) var handle = pthread_t()
+    package private(set) var handle = pthread_t()
     private var joined = false // test thread only
 
-    init(_ body: @escaping @Sendable () -> Void) {
+    package init(_ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Body(body)).toOpaque()
         let rc = pthread_create(&handle, nil, { pointer in
             Unmanaged<Body>.fromOpaque(pointer!).takeRetainedValue().run()
@@ -28,7 +25,7 @@ final class TestThread: @unchecked Sendable {
         precondition(rc == 0, "pthread_create failed: \(rc)")
     }
 
-    func join() {
+    package func join() {
         guard !joined else { return }
         joined = true
         pthread_join(handle, nil)
@@ -39,12 +36,12 @@ final class TestThread: @unchecked Sendable {
 
 /// A thread running its run loop in the default mode (kept alive by an input source of
 /// its own) until `stop()`; `loop` is available once `init` returns.
-final class LoopThread: @unchecked Sendable {
-    let loop: ThreadRunLoop
+package final class LoopThread: @unchecked Sendable {
+    package let loop: ThreadRunLoop
     private let thread: TestThread
     private let keepAlive: LockedValue<InputSource?>
 
-    init(setUp: @escaping @Sendable (ThreadRunLoop) -> Void = { _ in }) {
+    package init(setUp: @escaping @Sendable (ThreadRunLoop) -> Void = { _ in }) {
         let ready = DispatchSemaphore(value: 0)
         let published = LockedValue<ThreadRunLoop?>(nil)
         let keepAlive = LockedValue<InputSource?>(nil)
@@ -66,7 +63,7 @@ final class LoopThread: @unchecked Sendable {
     }
 
     /// Ends the thread's run and waits until the thread has exited.
-    func stop() {
+    package func stop() {
         keepAlive.withLock { $0?.invalidate() }
         loop.stop()
         thread.join()
@@ -77,7 +74,7 @@ final class LoopThread: @unchecked Sendable {
 }
 
 /// Waits for a semaphore with a generous safety-net timeout, failing the test if it passes.
-func waitOrFail(_ semaphore: DispatchSemaphore, seconds: Double = 10, _ what: String = "the event",
+package func waitOrFail(_ semaphore: DispatchSemaphore, seconds: Double = 10, _ what: String = "the event",
                 file: StaticString = #filePath, line: UInt = #line) {
     if semaphore.wait(timeout: .now() + seconds) == .timedOut {
         XCTFail("timed out waiting for \(what)", file: file, line: line)
@@ -85,18 +82,19 @@ func waitOrFail(_ semaphore: DispatchSemaphore, seconds: Double = 10, _ what: St
 }
 
 /// A thread-safe recorder of what happened, in order.
-final class EventLog: @unchecked Sendable {
+package final class EventLog: @unchecked Sendable {
     private let events = LockedValue<[String]>([])
-    func append(_ event: String) { events.withLock { $0.append(event) } }
-    var all: [String] { events.withLock { $0 } }
+    package init() {}
+    package func append(_ event: String) { events.withLock { $0.append(event) } }
+    package var all: [String] { events.withLock { $0 } }
 }
 
 /// A value shared between threads, for tests that import only RunLoopKit's public API.
-final class SharedValue<Value>: @unchecked Sendable {
+package final class SharedValue<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value // protected by lock
-    init(_ value: Value) { self.value = value }
-    func withLock<T>(_ body: (inout Value) -> T) -> T {
+    package init(_ value: Value) { self.value = value }
+    package func withLock<T>(_ body: (inout Value) -> T) -> T {
         lock.lock()
         defer { lock.unlock() }
         return body(&value)
@@ -105,7 +103,7 @@ final class SharedValue<Value>: @unchecked Sendable {
 
 /// Runs the calling thread's loop in `mode`, returning after each handled source, until
 /// `condition` holds; false if the safety net passes first.
-func runCurrentLoop(in mode: LoopMode = .default, safetyNet: Duration = .seconds(20),
+package func runCurrentLoop(in mode: LoopMode = .default, safetyNet: Duration = .seconds(20),
                     until condition: () -> Bool) -> Bool {
     let limit = Deadline.after(safetyNet)
     while !condition() {
@@ -117,7 +115,7 @@ func runCurrentLoop(in mode: LoopMode = .default, safetyNet: Duration = .seconds
 
 /// Keeps a worker busy: `handOver` queues work on it (`worker.async`, `pool.async`) that
 /// blocks until the returned gate is signalled; returns once that work runs.
-func occupyWorker(file: StaticString = #filePath, line: UInt = #line,
+package func occupyWorker(file: StaticString = #filePath, line: UInt = #line,
                   _ handOver: (@escaping @Sendable () -> Void) throws -> Void) rethrows -> DispatchSemaphore {
     let gate = DispatchSemaphore(value: 0)
     let busy = DispatchSemaphore(value: 0)

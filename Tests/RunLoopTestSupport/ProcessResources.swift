@@ -1,18 +1,14 @@
 import Foundation
 import Glibc
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
-@testable import RunLoopWire
-@testable import RunLoopZMQ
+import RunLoopSystem
 
 /// The process's threads, open descriptors and resident memory, from `/proc/self`.
-struct ProcessResources: CustomStringConvertible {
-    let threads: Int
-    let descriptors: Int
-    let residentKilobytes: Int
+package struct ProcessResources: CustomStringConvertible {
+    package let threads: Int
+    package let descriptors: Int
+    package let residentKilobytes: Int
 
-    static func measure() -> ProcessResources {
+    package static func measure() -> ProcessResources {
         let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
         func field(_ name: String) -> Int {
             for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
@@ -25,13 +21,13 @@ struct ProcessResources: CustomStringConvertible {
         return ProcessResources(threads: field("Threads"), descriptors: descriptors, residentKilobytes: field("VmRSS"))
     }
 
-    var description: String {
+    package var description: String {
         "\(threads) threads, \(descriptors) descriptors, \(residentKilobytes / 1024) MB resident"
     }
 }
 
 /// The names of the process's live threads (`/proc/self/task/*/comm`).
-func liveThreadNames() -> [String] {
+package func liveThreadNames() -> [String] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
     return tasks.compactMap { task in
         (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
@@ -40,20 +36,20 @@ func liveThreadNames() -> [String] {
 }
 
 /// The calling thread's system name.
-func currentThreadName() -> String {
+package func currentThreadName() -> String {
     ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
         .trimmingCharacters(in: .newlines)
 }
 
 /// Whether a sanitizer's runtime is loaded: its allocator (ASan's quarantine of freed
 /// memory) and per-thread state make resident memory no measure of leaks.
-let runningUnderSanitizer = ["__asan_init", "__tsan_init"].contains { (name: String) in dlsym(nil, name) != nil }
+package let runningUnderSanitizer = ["__asan_init", "__tsan_init"].contains { (name: String) in dlsym(nil, name) != nil }
 
 /// The process's open descriptors once they have come down to at most `limit`, or the
 /// count after `within` if they never do. libzmq closes a socket's descriptors on its
 /// reaper thread, a moment after the socket is closed, so a count right after the
 /// sockets' owners went can still include them: this waits for what the kernel says.
-func openDescriptors(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
+package func openDescriptors(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
     settled(atMost: limit, within: within) { ProcessResources.measure().descriptors }
 }
 
@@ -61,7 +57,7 @@ func openDescriptors(settlingAtMost limit: Int, within: Duration = .seconds(10))
 /// "timerfd", "pidfd", "signalfd", "pipe", a unix socket with its path, another socket,
 /// or a file's path. A descriptor count that did not settle is explained by
 /// the difference between two of these.
-func descriptorInventory() -> [Int32: String] {
+package func descriptorInventory() -> [Int32: String] {
     let unixPaths = unixSocketPaths()
     var inventory: [Int32: String] = [:]
     for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
@@ -83,7 +79,7 @@ func descriptorInventory() -> [Int32: String] {
 
 /// The descriptors in `after` that are not in `before`, counted by kind, most first:
 /// "12 × eventfd, 4 × unix /run/…/port.sock".
-func describeNewDescriptors(before: [Int32: String], after: [Int32: String]) -> String {
+package func describeNewDescriptors(before: [Int32: String], after: [Int32: String]) -> String {
     var kinds: [String: Int] = [:]
     for (number, kind) in after where before[number] != kind { kinds[kind, default: 0] += 1 }
     return kinds.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", ")
@@ -105,7 +101,7 @@ private func unixSocketPaths() -> [String: String] {
 /// The process's threads once they have come down to at most `limit` (or the count after
 /// `within`): a joined thread is still listed in `/proc` until the kernel has finished
 /// its exit, a moment after `pthread_join` returned.
-func liveThreads(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
+package func liveThreads(settlingAtMost limit: Int, within: Duration = .seconds(10)) -> Int {
     settled(atMost: limit, within: within) { ProcessResources.measure().threads }
 }
 
@@ -125,7 +121,7 @@ private func settled(atMost limit: Int, within: Duration, _ count: () -> Int) ->
 /// The CPU time the threads `tids`, and those whose name starts with `namePrefix`, used so
 /// far: the kernel's own count per thread (`/proc/self/task/TID/schedstat`, nanoseconds),
 /// for a measure that other threads of the test process cannot disturb.
-func threadsCPUTime(_ tids: Set<Int32>, namedWith namePrefix: String) -> Duration {
+package func threadsCPUTime(_ tids: Set<Int32>, namedWith namePrefix: String) -> Duration {
     guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task") else { return .zero }
     var total: Int64 = 0
     for task in tasks {
@@ -139,8 +135,17 @@ func threadsCPUTime(_ tids: Set<Int32>, namedWith namePrefix: String) -> Duratio
 }
 
 /// The CPU time the whole process (every thread, libzmq's I/O threads included) used so far.
-func processCPUTime() -> Duration {
+package func processCPUTime() -> Duration {
     var now = timespec()
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
     return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
+}
+
+/// CPU time (user + system) of the calling thread, from `getrusage(RUSAGE_THREAD)`.
+package func threadCPUTime() -> Duration {
+    var usage = rusage()
+    getrusage(__rusage_who_t(1), &usage) // 1 = RUSAGE_THREAD, hidden behind _GNU_SOURCE
+    let micros = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000
+        + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    return .microseconds(micros)
 }

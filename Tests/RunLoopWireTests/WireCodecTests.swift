@@ -1,8 +1,4 @@
-@testable import RunLoopCore
-@testable import RunLoopKit
-@testable import RunLoopSystem
 @testable import RunLoopWire
-@testable import RunLoopZMQ
 import XCTest
 
 final class WireCodecTests: XCTestCase {
@@ -114,7 +110,7 @@ final class WireCodecTests: XCTestCase {
     /// a port sends when the handler of request 9 (correlation id 0x1235) threw.
     func testTheDocumentedFailureExampleIsWhatTheEncoderWrites() throws {
         let document = try String(contentsOfFile: #filePath.replacingOccurrences(
-            of: "Tests/RunLoopKitTests/WireCodecTests.swift", with: "docs/wire-format.md"), encoding: .utf8)
+            of: "Tests/RunLoopWireTests/WireCodecTests.swift", with: "docs/wire-format.md"), encoding: .utf8)
         let marker = "The failure's frame 0 in hex: `"
         let start = try XCTUnwrap(document.range(of: marker)?.upperBound, "the document shows the failure's header")
         let hex = document[start...].prefix { $0 != "`" }

@@ -1,0 +1,171 @@
+import Dispatch
+import Glibc
+@testable import RunLoopCore // for core internals it reads: the batch limit and pass counts
+@testable import RunLoopKit
+import RunLoopTestSupport
+import XCTest
+
+/// A thread's loop serving its ports (`ThreadRunLoop+Ports`): messages in batches, a busy
+/// port beside a descriptor source, asleep at no cost with a port among its sources. The
+/// loop without ports is tested in RunLoopCoreTests.
+final class ThreadRunLoopPortTests: XCTestCase {
+    // MARK: - Port messages in batches (step 9)
+
+    /// On a fresh thread: a port with `count` messages already queued, a handler that
+    /// records the passes (`beforeSources` notifications) it ran in, and `body`'s checks.
+    private func withQueuedMessages(_ count: Int, file: StaticString = #filePath, line: UInt = #line,
+                                    _ body: @escaping @Sendable (ThreadRunLoop, LocalPort, BatchLog) throws -> Void) {
+        let failure = LockedValue<String?>(nil)
+        TestThread {
+            do {
+                let loop = ThreadRunLoop.current
+                let log = BatchLog()
+                let port = try LocalPort { message in
+                    log.handled(message.id)
+                    return nil
+                }
+                loop.add(port, to: .default)
+                loop.add(LoopObserver(activities: .beforeSources) { _, _ in log.pass() }, to: .default)
+                for id in 0..<Int32(count) { try port.send(LoopMessage(id: id)) }
+                try body(loop, port, log)
+                port.invalidate()
+            } catch {
+                failure.withLock { $0 = "\(error)" }
+            }
+        }.join()
+        if let failure = failure.withLock({ $0 }) { XCTFail(failure, file: file, line: line) }
+    }
+
+    func testABurstIsDeliveredInBatchesOfAtMost64MessagesWithOneBeforeSourcesPerPass() {
+        withQueuedMessages(200) { loop, _, log in
+            log.onHandled = { if $0 == 199 { loop.stop() } }
+            XCTAssertEqual(loop.run(mode: .default, until: .after(.seconds(20)), returnAfterSourceHandled: false), .stopped)
+            XCTAssertEqual(log.ids, Array(0..<200))
+            XCTAssertLessThanOrEqual(log.largestBatch, ThreadRunLoop.portBatchLimit)
+            XCTAssertGreaterThan(log.largestBatch, 1, "several messages in one pass")
+            XCTAssertLessThan(log.passes, 100, "batched: far fewer passes than messages (\(log.passes))")
+        }
+    }
+
+    func testARunThatReturnsAfterAHandledSourceTakesOneMessage() {
+        withQueuedMessages(5) { loop, _, log in
+            XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: true), .handledSource)
+            XCTAssertEqual(log.ids, [0])
+        }
+    }
+
+    func testAHandlerThatStopsTheLoopEndsTheBatchAndTheNextRunGoesOn() {
+        withQueuedMessages(10) { loop, _, log in
+            log.onHandled = { if $0 == 2 || $0 == 9 { loop.stop() } }
+            XCTAssertEqual(loop.run(mode: .default, until: .after(.seconds(10)), returnAfterSourceHandled: false), .stopped)
+            XCTAssertEqual(log.ids, [0, 1, 2], "nothing delivered after the stop")
+            XCTAssertEqual(loop.run(mode: .default, until: .after(.seconds(10)), returnAfterSourceHandled: false), .stopped)
+            XCTAssertEqual(log.ids, Array(0..<10))
+        }
+    }
+
+    func testAHandlerThatRunsTheLoopItselfEndsTheOuterBatch() {
+        withQueuedMessages(3) { loop, _, log in
+            let nested: LoopMode = "nested"
+            loop.add(InputSource {}, to: nested) // so that the nested run has something to run
+            log.onHandled = { id in
+                if id == 0 { _ = loop.run(mode: nested, timeout: .zero, returnAfterSourceHandled: false) }
+                if id == 2 { loop.stop() }
+            }
+            XCTAssertEqual(loop.run(mode: .default, until: .after(.seconds(10)), returnAfterSourceHandled: false), .stopped)
+            XCTAssertEqual(log.ids, [0, 1, 2])
+            XCTAssertEqual(log.passOfMessage[0].map { $0 + 1 }, log.passOfMessage[1], "message 1 came in the next pass")
+        }
+    }
+    // MARK: - Ports beside descriptor sources
+
+    func testABusyPortDoesNotStarveADescriptorSourceOfTheSameMode() throws {
+        let loop = ThreadRunLoop.current
+        let mode = LoopMode("ThreadRunLoopPortTests")
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(nonBlockingPipe(&fds), 0)
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        defer { close(readEnd); close(writeEnd) }
+        let delivered = SharedValue(0)
+        let port = try LocalPort { _ in
+            delivered.withLock { $0 += 1 }
+            return nil
+        }
+        loop.add(port, to: mode)
+        let messagesBeforeTheDescriptor = SharedValue<Int?>(nil)
+        let source = DescriptorSource(descriptor: readEnd, watching: .readable) { _ in
+            var byte: UInt8 = 0
+            _ = read(readEnd, &byte, 1)
+            messagesBeforeTheDescriptor.withLock { $0 = delivered.withLock { $0 } }
+        }
+        loop.add(source, to: mode)
+        for id in Int32(0)..<500 { try port.send(LoopMessage(id: id)) }
+        XCTAssertTrue(loop.run(mode: mode, before: .after(.milliseconds(50))), "the port is ready and delivering")
+        var one: UInt8 = 1
+        XCTAssertEqual(write(writeEnd, &one, 1), 1)
+        // A ready port skips the sleep, one batch per pass; the descriptor is still looked at.
+        XCTAssertTrue(runCurrentLoop(in: mode) { delivered.withLock { $0 } == 500 })
+        let before = try XCTUnwrap(messagesBeforeTheDescriptor.withLock { $0 }, "the descriptor was heard")
+        XCTAssertLessThan(before, 10, "heard within the next passes, not once the port was drained")
+        source.invalidate()
+        port.invalidate()
+    }
+}
+
+/// What `withQueuedMessages`' handler saw. Its loop's thread only.
+final class BatchLog: @unchecked Sendable {
+    private(set) var ids: [Int32] = []
+    private(set) var passes = 0
+    private(set) var largestBatch = 0
+    /// For each message id, the pass it was delivered in.
+    private(set) var passOfMessage: [Int32: Int] = [:]
+    var onHandled: (Int32) -> Void = { _ in }
+    private var inThisPass = 0
+
+    func pass() {
+        passes += 1
+        inThisPass = 0
+    }
+
+    func handled(_ id: Int32) {
+        ids.append(id)
+        inThisPass += 1
+        largestBatch = max(largestBatch, inThisPass)
+        passOfMessage[id] = passes
+        onHandled(id)
+    }
+}
+
+extension ThreadRunLoopPortTests {
+    func testAnIdleMainLoopHoldingAPortADescriptorASignalAChildAndTheMainQueueUsesNoCPU() throws {
+        precondition(ThreadRunLoop.current.isMain, "the main loop, so that the main queue is watched too")
+        let loop = ThreadRunLoop.current
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(nonBlockingPipe(&fds), 0)
+        defer { close(fds[1]) }
+        let descriptor = DescriptorSource(descriptor: fds[0], watching: .readable, ownership: .owned) { _ in }
+        let signal = try SignalSource(.user1) { _ in }
+        let child = spawnChild(["/bin/sleep", "30"])
+        let childSource = try ChildProcessSource(pid: child) { _ in }
+        let port = try LocalPort()
+        loop.add(descriptor, to: .default)
+        loop.add(signal, to: .default)
+        loop.add(childSource, to: .default)
+        loop.add(port, to: .default)
+        _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: false) // registrations made
+        let passes = loop.instruments.passes
+        let before = threadCPUTime()
+        XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(1), returnAfterSourceHandled: true), .timedOut)
+        let spent = threadCPUTime() - before
+        XCTAssertLessThan(spent, .milliseconds(20), "idle loop spent \(spent) of CPU in 1 s")
+        XCTAssertLessThanOrEqual(loop.instruments.passes - passes, 2, "it slept instead of making passes")
+        print("idle main loop with a port, descriptor, signal and child source: \(spent) CPU in 1 s")
+        kill(child, SIGKILL)
+        childSource.invalidate()
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        descriptor.invalidate()
+        signal.invalidate()
+        port.invalidate()
+    }
+}
