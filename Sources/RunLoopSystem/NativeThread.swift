@@ -50,11 +50,19 @@ package struct NativeThread: Sendable {
 
     /// `name` cut to at most 15 UTF-8 bytes, on a character boundary.
     package static func truncated(_ name: String) -> String {
+        name.prefix(utf8Bytes: maximumNameBytes)
+    }
+}
+
+extension String {
+    /// The longest prefix of at most `limit` UTF-8 bytes that ends on a character boundary.
+    package func prefix(utf8Bytes limit: Int) -> String {
+        guard utf8.count > limit else { return self }
         var kept = ""
         var bytes = 0
-        for character in name {
+        for character in self {
             bytes += character.utf8.count
-            guard bytes <= maximumNameBytes else { break }
+            guard bytes <= limit else { break }
             kept.append(character)
         }
         return kept

@@ -32,43 +32,49 @@ extension WireCodec {
     /// The message in `frames`, checked against the format and `limits`: the codec's model
     /// of what a port reads from a socket.
     package static func decode(_ frames: [[UInt8]], limits: WireLimits = .default) throws(WireFormatError) -> WireMessage {
-        // Laid out in one buffer, the frames can all be lent at once, as a socket lends them.
+        try withFramesLent(frames) { (frames) throws(WireFormatError) in
+            let header = try checkedHeader(frames, limits: limits)
+            var replyAddress: String?
+            if !frames[1].isEmpty {
+                guard let address = validatedAddress(frames[1], maxBytes: limits.maxAddressBytes) else {
+                    throw .addressInvalid(index: 1)
+                }
+                replyAddress = address
+            }
+            var components: [WireComponent] = []
+            for index in 0..<header.componentCount {
+                let frame = frames[2 + index]
+                if header.isPort(index) {
+                    guard let address = validatedAddress(frame, maxBytes: limits.maxAddressBytes) else {
+                        throw .addressInvalid(index: 2 + index)
+                    }
+                    components.append(.port(address: address))
+                } else {
+                    components.append(.data([UInt8](frame)))
+                }
+            }
+            return WireMessage(kind: header.kind, messageID: header.messageID,
+                               correlationID: header.correlationID, replyAddress: replyAddress,
+                               components: components)
+        }
+    }
+
+    /// Lays `frames` out in one buffer and lends them to `body` all at once, as a socket
+    /// lends the frames it received: for the codec's model and the ports' decoder probe.
+    package static func withFramesLent<Value>(
+        _ frames: [[UInt8]],
+        _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value
+    ) throws(WireFormatError) -> Value {
         let bytes = frames.flatMap { $0 }
-        let decoded = bytes.withUnsafeBytes { all -> Result<WireMessage, WireFormatError> in
+        let result = bytes.withUnsafeBytes { all -> Result<Value, WireFormatError> in
             var offset = 0
             let views = frames.map { frame in
                 defer { offset += frame.count }
                 return UnsafeRawBufferPointer(rebasing: all[offset..<offset + frame.count])
             }
-            return views.withUnsafeBufferPointer { frames in
-                Result { () throws(WireFormatError) in
-                    let header = try checkedHeader(frames, limits: limits)
-                    var replyAddress: String?
-                    if !frames[1].isEmpty {
-                        guard let address = validatedAddress(frames[1], maxBytes: limits.maxAddressBytes) else {
-                            throw .addressInvalid(index: 1)
-                        }
-                        replyAddress = address
-                    }
-                    var components: [WireComponent] = []
-                    for index in 0..<header.componentCount {
-                        let frame = frames[2 + index]
-                        if header.isPort(index) {
-                            guard let address = validatedAddress(frame, maxBytes: limits.maxAddressBytes) else {
-                                throw .addressInvalid(index: 2 + index)
-                            }
-                            components.append(.port(address: address))
-                        } else {
-                            components.append(.data([UInt8](frame)))
-                        }
-                    }
-                    return WireMessage(kind: header.kind, messageID: header.messageID,
-                                       correlationID: header.correlationID, replyAddress: replyAddress,
-                                       components: components)
-                }
-            }
+            return views.withUnsafeBufferPointer { lent in Result { () throws(WireFormatError) in try body(lent) } }
         }
-        return try decoded.get()
+        return try result.get()
     }
 
     /// Checks `frames` against the format and `limits`, all but the addresses.

@@ -147,16 +147,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// What a failure reply says of `error`: its description, cut at a character boundary
     /// to at most `maxFailureReasonBytes` of UTF-8.
     static func failureReason(_ error: any Error) -> String {
-        let description = String(describing: error)
-        guard description.utf8.count > maxFailureReasonBytes else { return description }
-        var reason = ""
-        var bytes = 0
-        for character in description {
-            bytes += character.utf8.count
-            guard bytes <= maxFailureReasonBytes else { break }
-            reason.append(character)
-        }
-        return reason
+        String(describing: error).prefix(utf8Bytes: maxFailureReasonBytes)
     }
 
     /// Sends a reply (or a failure in its place) back over the connection its request came

@@ -12,22 +12,11 @@ package struct PortDecoderProbe {
     package init() {}
 
     package mutating func decode(_ frames: [[UInt8]], limits: WireLimits) throws(WireFormatError) -> WireMessage {
-        let bytes = frames.flatMap { $0 }
-        let decoded = bytes.withUnsafeBytes { all -> Result<WireMessage, WireFormatError> in
-            var offset = 0
-            let views = frames.map { frame in
-                defer { offset += frame.count }
-                return UnsafeRawBufferPointer(rebasing: all[offset..<offset + frame.count])
-            }
-            return views.withUnsafeBufferPointer { frames in
-                Result { () throws(WireFormatError) in
-                    guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
-                    let envelope = try PortEnvelope.decode(frames: body, limits: limits, replyAddresses: &replyAddresses,
-                                                           route: (routingID, hasDelimiter))
-                    return envelope.wireMessage
-                }
-            }
+        try WireCodec.withFramesLent(frames) { (frames) throws(WireFormatError) in
+            guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
+            let envelope = try PortEnvelope.decode(frames: body, limits: limits, replyAddresses: &replyAddresses,
+                                                   route: (routingID, hasDelimiter))
+            return envelope.wireMessage
         }
-        return try decoded.get()
     }
 }
