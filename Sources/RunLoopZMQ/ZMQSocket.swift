@@ -240,6 +240,7 @@ package final class ZMQSocket {
 
     /// Receives one whole multipart message into `slots`; returns its frame count, or nil
     /// if `dontWait` and none is queued.
+    @inline(__always) // the ports' receive path, as it was before nested receives shared it
     private func receive(into slots: ZMQFrameSlots, dontWait: Bool, maxFrames: Int) throws(SystemCallError) -> Int? {
         let first = slots.slot(0)
         if !dontWait {

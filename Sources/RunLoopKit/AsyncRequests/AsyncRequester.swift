@@ -91,11 +91,19 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         ThreadRunLoop.current.add(timer, to: .default)
     }
 
-    func received(_ outcome: Result<LoopMessage, PortError>, for id: UInt64) -> Bool {
+    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+        settle(id, with: .success(reply))
+    }
+
+    func failed(_ failure: PortError, for id: UInt64) -> Bool {
+        settle(id, with: .failure(failure))
+    }
+
+    /// Finishes the exchange waiting for `id`; false if none does (or it was cancelled meanwhile).
+    private func settle(_ id: UInt64, with outcome: Result<LoopMessage, any Error>) -> Bool {
         guard let exchange = inFlight.removeValue(forKey: id) else { return false }
         exchange.timer?.invalidate()
         exchange.connection?.replySettled()
-        // false: cancelled meanwhile, so the reply came late
-        return exchange.finish(outcome.mapError { $0 })
+        return exchange.finish(outcome) // false: cancelled meanwhile, so the reply came late
     }
 }

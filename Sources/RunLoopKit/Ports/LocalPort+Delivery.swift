@@ -21,7 +21,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         switch receiveOne(from: socket, { (frames) throws(WireFormatError) in
             var envelope = try decodeIncoming(frames)
             // Sender identity (docs/security.md): read from the frames' metadata while they are held.
-            envelope.message.sender = senderReader.sender(ofReceived: socket)
+            envelope.message.senderBox = senderReader.sender(ofReceived: socket)
             return envelope
         }) {
         case .empty: return .empty
@@ -46,26 +46,22 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         statistics.countReceived()
         switch envelope.kind {
         case .message:
-            guard handler != nil else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
-            _ = handle(envelope.message)
+            guard let handler else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
+            do { _ = try handler(envelope.message) } catch { report(error, handling: envelope.message) }
         case .request:
-            guard handler != nil else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
-            answer(envelope.message.id, correlationID: envelope.correlationID, via: envelope.returnPath,
-                   with: handle(envelope.message))
+            guard let handler else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
+            // No `Result` in between: on the request path its generic copies cost more than the rest.
+            let requestID = envelope.message.id
+            do {
+                sendAnswer(try handler(envelope.message), to: requestID, correlationID: envelope.correlationID,
+                           via: envelope.returnPath)
+            } catch {
+                report(error, handling: envelope.message)
+                sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
+            }
         case .reply, .failure:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.
             drop(.lateReply, "a \(envelope.kind) sent to a port, correlation id \(envelope.correlationID)")
-        }
-    }
-
-    /// Calls the handler; its error, after reporting it, if it threw.
-    private func handle(_ message: LoopMessage) -> Result<LoopMessage?, any Error> {
-        guard let handler else { return .success(nil) }
-        do {
-            return .success(try handler(message))
-        } catch {
-            report(error, handling: message)
-            return .failure(error)
         }
     }
 
@@ -86,14 +82,23 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     private func answer(_ requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?,
                         with outcome: Result<LoopMessage?, any Error>) {
         switch outcome {
-        case .success(let answer):
-            var reply = answer ?? LoopMessage(id: requestID)
-            reply.id = requestID
-            sendReply(reply, as: .reply, correlationID: correlationID, via: returnPath)
-        case .failure(let error):
-            let failure = LoopMessage(id: requestID, text: LocalPort.failureReason(error))
-            sendReply(failure, as: .failure, correlationID: correlationID, via: returnPath)
+        case .success(let answer): sendAnswer(answer, to: requestID, correlationID: correlationID, via: returnPath)
+        case .failure(let error): sendFailure(error, to: requestID, correlationID: correlationID, via: returnPath)
         }
+    }
+
+    /// Sends a handler's answer as the reply to request `requestID`, with the request's id
+    /// whatever the handler put in it (wire format); an empty reply for nil.
+    private func sendAnswer(_ answer: LoopMessage?, to requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?) {
+        var reply = answer ?? LoopMessage(id: requestID)
+        reply.id = requestID
+        sendReply(reply, as: .reply, correlationID: correlationID, via: returnPath)
+    }
+
+    /// Sends a handler's failure in place of the reply to request `requestID`.
+    private func sendFailure(_ error: any Error, to requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?) {
+        let failure = LoopMessage(id: requestID, text: LocalPort.failureReason(error))
+        sendReply(failure, as: .failure, correlationID: correlationID, via: returnPath)
     }
 
     /// What a borrowing handler made of a message: its outcome, and for a request where the
@@ -123,7 +128,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             }
             statistics.countReceived()
             let view = LoopMessageView(header: header, frames: body, replyPort: replyPort,
-                                       sender: senderReader.sender(ofReceived: socket))
+                                       sender: senderReader.sender(ofReceived: socket)?.sender)
             do {
                 return BorrowedDelivery(request: request, outcome: .success(try handler(view)))
             } catch {

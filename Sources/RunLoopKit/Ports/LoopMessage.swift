@@ -18,7 +18,14 @@ public struct LoopMessage: Sendable, Equatable {
     /// tcp (see `MessageSender`); nil on messages from this process and on those being
     /// sent (it is never sent: the receiver reads it from the connection). Not part of `==`,
     /// which compares what a message says, not where it came from.
-    public var sender: MessageSender?
+    public var sender: MessageSender? {
+        get { senderBox?.sender }
+        set { senderBox = newValue.map(MessageSenderBox.init) }
+    }
+    /// `sender`, boxed: most messages have none, and every copy of a message copies one
+    /// reference for it instead of the enum and its string. A port's receive path sets the
+    /// box its reader keeps for the connection, so a sender costs no allocation per message.
+    var senderBox: MessageSenderBox?
 
     public init(id: Int32, components: [Component] = [], replyPort: RemotePort? = nil) {
         self.id = id

@@ -50,6 +50,12 @@ private extension UInt32 {
     }
 }
 
+/// A `MessageSender` by reference, as a message carries it (`LoopMessage.senderBox`).
+final class MessageSenderBox: Sendable {
+    let sender: MessageSender
+    init(_ sender: MessageSender) { self.sender = sender }
+}
+
 /// Reads the sender of the message a port's socket just received, from the metadata libzmq
 /// attaches to every frame of a tcp or ipc connection (`zmq_msg_gets`): "User-Id" (set by
 /// the ZAP handler on CURVE connections), else "Peer-Address".
@@ -65,12 +71,13 @@ private extension UInt32 {
 struct MessageSenderReader {
     private var lastText: [UInt8] = []
     private var lastWasUserID = false
-    private var last: MessageSender?
+    private var last: MessageSenderBox?
     /// Whether the port has an ipc or tcp endpoint: until it has, every message came over
     /// inproc and has no sender to read.
     var hasOutsideEndpoints = false
 
-    mutating func sender(ofReceived socket: ZMQSocket) -> MessageSender? {
+    /// The sender, boxed once per connection seen (see `LoopMessage.senderBox`).
+    mutating func sender(ofReceived socket: ZMQSocket) -> MessageSenderBox? {
         guard hasOutsideEndpoints,
               let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil } // inproc
         if let userID = socket.receivedProperty("User-Id", ofFrame: 0), userID.pointee != 0 {
@@ -80,10 +87,10 @@ struct MessageSenderReader {
     }
 
     private mutating func remembered(_ text: UnsafePointer<CChar>, isUserID: Bool,
-                                     _ make: (UnsafeRawBufferPointer) -> MessageSender?) -> MessageSender? {
+                                     _ make: (UnsafeRawBufferPointer) -> MessageSender?) -> MessageSenderBox? {
         let bytes = UnsafeRawBufferPointer(start: text, count: strlen(text))
         if isUserID == lastWasUserID, bytes.elementsEqual(lastText) { return last }
-        last = make(bytes)
+        last = make(bytes).map(MessageSenderBox.init)
         lastText = Array(bytes)
         lastWasUserID = isUserID
         return last

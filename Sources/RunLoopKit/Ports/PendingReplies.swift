@@ -18,7 +18,10 @@ final class PendingReplies: ReplyReceiver {
     /// through generic witnesses.)
     private struct Waiting {
         let id: UInt64
-        var reply: Result<LoopMessage, PortError>?
+        /// Stored, not derived from the two below: reading it in place copies nothing.
+        var isSettled = false
+        var reply: LoopMessage?
+        var failure: PortError?
     }
 
     // Its thread's alone, like the `ThreadPortState` that holds it; see architecture.md.
@@ -29,10 +32,13 @@ final class PendingReplies: ReplyReceiver {
         waiting.append(Waiting(id: id))
     }
 
-    /// The reply to `id` (or its handler's failure) if it came; it is then no longer waited for.
-    func take(_ id: UInt64) -> Result<LoopMessage, PortError>? {
-        guard let index = index(of: id), waiting[index].reply != nil else { return nil }
-        return waiting.remove(at: index).reply
+    /// The reply to `id` if it came, or the remote handler's failure thrown; it is then no
+    /// longer waited for. Nil while it has not come.
+    func take(_ id: UInt64) throws(PortError) -> LoopMessage? {
+        guard let index = index(of: id), waiting[index].isSettled else { return nil }
+        let settled = waiting.remove(at: index)
+        if let failure = settled.failure { throw failure }
+        return settled.reply
     }
 
     /// Stops waiting for `id`: a reply that comes later is dropped as late.
@@ -41,9 +47,17 @@ final class PendingReplies: ReplyReceiver {
         waiting.remove(at: index)
     }
 
-    func received(_ outcome: Result<LoopMessage, PortError>, for id: UInt64) -> Bool {
-        guard let index = index(of: id), waiting[index].reply == nil else { return false }
-        waiting[index].reply = outcome
+    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+        guard let index = index(of: id), !waiting[index].isSettled else { return false }
+        waiting[index].reply = reply
+        waiting[index].isSettled = true
+        return true
+    }
+
+    func failed(_ failure: PortError, for id: UInt64) -> Bool {
+        guard let index = index(of: id), !waiting[index].isSettled else { return false }
+        waiting[index].failure = failure
+        waiting[index].isSettled = true
         return true
     }
 

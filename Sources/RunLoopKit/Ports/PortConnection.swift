@@ -190,18 +190,19 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         case .dropped: return .dropped
         case .decoded(let decoded): envelope = decoded
         }
-        let outcome: Result<LoopMessage, PortError>
+        let awaited: Bool
         switch envelope.kind {
         case .reply:
-            outcome = .success(envelope.message)
+            awaited = state.replyReceiver.received(envelope.message, for: envelope.correlationID)
         case .failure:
             let reason = envelope.message.text ?? "(no reason given)"
-            outcome = .failure(.remoteHandlerFailed(destination.address, reason: reason))
+            awaited = state.replyReceiver.failed(.remoteHandlerFailed(destination.address, reason: reason),
+                                                 for: envelope.correlationID)
         case .message, .request:
             drop(.malformed, "a \(envelope.kind) where only replies come back")
             return .dropped
         }
-        guard state.replyReceiver.received(outcome, for: envelope.correlationID) else {
+        guard awaited else {
             drop(.lateReply, "late, repeated or unknown reply, correlation id \(envelope.correlationID)")
             return .dropped
         }

@@ -67,10 +67,12 @@ extension PortEnvelope {
             }
             replyPort = port
         }
-        for index in 0..<header.componentCount where header.isPort(index) {
-            guard WireCodec.isValidAddress(frames[2 + index], maxBytes: limits.maxAddressBytes) else {
+        var index = 0 // a plain loop: `for … where` over the range was not specialized here
+        while index < header.componentCount {
+            if header.isPort(index), !WireCodec.isValidAddress(frames[2 + index], maxBytes: limits.maxAddressBytes) {
                 throw .addressInvalid(index: 2 + index)
             }
+            index += 1
         }
         return (header, replyPort)
     }

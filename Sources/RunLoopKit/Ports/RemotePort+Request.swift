@@ -27,7 +27,7 @@ extension RemotePort {
         while true {
             // The reply cannot have come yet: run first, then look.
             _ = loop.run(mode: PendingReplies.mode, until: deadline, returnAfterSourceHandled: true)
-            if let outcome = replies.take(id) { return try outcome.get() }
+            if let reply = try replies.take(id) { return reply }
             guard Deadline.now() < deadline else {
                 replies.abandon(id)
                 throw PortError.loggedTimeout(.receiveTimedOut(address))

@@ -7,16 +7,39 @@ import RunLoopZMQ
 /// Thread safety: a value; send from any thread (each thread sends through sockets of its own).
 public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     public let address: PortAddress
+    /// The CURVE keys, for a port that requires CURVE: boxed, so that the common port — and
+    /// every message that carries one — copies one reference for them, not three.
+    private let curve: CurveKeys?
+
+    /// A CURVE port's keys: its public key, and the pair the sender shows it, if any.
+    private final class CurveKeys: Sendable, Hashable {
+        let serverKey: String
+        let clientKeys: PortKeyPair?
+
+        init(serverKey: String, clientKeys: PortKeyPair?) {
+            self.serverKey = serverKey
+            self.clientKeys = clientKeys
+        }
+
+        static func == (lhs: CurveKeys, rhs: CurveKeys) -> Bool {
+            lhs.serverKey == rhs.serverKey && lhs.clientKeys == rhs.clientKeys
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(serverKey)
+            hasher.combine(clientKeys)
+        }
+    }
+
     /// The CURVE public key of the port, if it requires CURVE (`LocalPort.requireCurve`).
-    public let curveServerKey: String?
+    public var curveServerKey: String? { curve?.serverKey }
     /// The key pair this sender shows a CURVE port, if it has one; without it, each
     /// connection makes a fresh pair, which no allow-list holds.
-    public let clientKeys: PortKeyPair?
+    public var clientKeys: PortKeyPair? { curve?.clientKeys }
 
     public init(_ address: PortAddress) {
         self.address = address
-        curveServerKey = nil
-        clientKeys = nil
+        curve = nil
     }
 
     /// A port that requires CURVE: messages to it are encrypted, and only reach it because
@@ -31,8 +54,7 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
             throw .invalidKey("the server key of \(address) is not 40 characters of Z85")
         }
         self.address = address
-        self.curveServerKey = curveServerKey
-        self.clientKeys = clientKeys
+        curve = CurveKeys(serverKey: curveServerKey, clientKeys: clientKeys)
     }
 
     /// The port registered under `name`, in this process or another of this user's
