@@ -1,31 +1,91 @@
 /// Decoding, as bytes: the checks every received message passes, and the codec's model
 /// of a decoded message (`WireMessage`). The ports' receiving path
-/// (`PortEnvelope.decode(frames:limits:replyAddresses:)`) runs the same checks on the
-/// frames where libzmq put them and builds its message from them directly.
+/// (`PortEnvelope.check(_:limits:replyAddresses:)`) runs the same checks on the frames
+/// where libzmq put them and builds its message from them directly.
 extension WireCodec {
     /// The header of a message whose frames passed every check but the addresses' (which
-    /// the caller makes, in frame order, as it builds its components). Valid only while
-    /// the frames it was read from are.
+    /// the caller makes, in component order, as it builds its components), with its reply
+    /// port's and components' bytes where they were received. Valid only while the frames
+    /// it was read from are.
     package struct CheckedHeader {
         package let kind: WireKind
         package let messageID: Int32
         package let correlationID: UInt64
         package let componentCount: Int
-        /// The header's bytes, for the component kinds.
-        @usableFromInline let bytes: UnsafeRawBufferPointer
-
-        /// Whether component `index` (0-based, below `componentCount`) is a port.
-        @inlinable package func isPort(_ index: Int) -> Bool {
-            bytes[WireCodec.fixedHeaderSize + index] == WireCodec.portKind
-        }
+        /// How many of the components are ports, whose addresses the caller checks.
+        package let portCount: Int
+        /// The reply port's bytes; empty for none.
+        package let replyPort: UnsafeRawBufferPointer
+        /// The message frame, for the component table and the inline components.
+        @usableFromInline let messageFrame: UnsafeRawBufferPointer
+        /// All frames, for the components that travel alone (frames 1 and up).
+        @usableFromInline let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
 
         @usableFromInline init(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
-                         bytes: UnsafeRawBufferPointer) {
+                               portCount: Int, replyPort: UnsafeRawBufferPointer, messageFrame: UnsafeRawBufferPointer,
+                               frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
             self.kind = kind
             self.messageID = messageID
             self.correlationID = correlationID
             self.componentCount = componentCount
+            self.portCount = portCount
+            self.replyPort = replyPort
+            self.messageFrame = messageFrame
+            self.frames = frames
+        }
+
+        /// The components in order, each with its bytes where they were received.
+        @inlinable package var components: Components { Components(self) }
+
+        /// Component `index` (below `componentCount`), found by walking the table from the
+        /// start: O(`index`). Iterate `components` to visit them all.
+        @inlinable package func component(at index: Int) -> ComponentBytes {
+            precondition(index >= 0 && index < componentCount, "component \(index) of \(componentCount)")
+            var components = components
+            for _ in 0..<index { _ = components.next() }
+            return components.next()!
+        }
+    }
+
+    /// One component of a checked message: a port's address or a data component's bytes,
+    /// where they were received.
+    package struct ComponentBytes {
+        package let isPort: Bool
+        package let bytes: UnsafeRawBufferPointer
+
+        @inlinable init(isPort: Bool, bytes: UnsafeRawBufferPointer) {
+            self.isPort = isPort
             self.bytes = bytes
+        }
+    }
+
+    /// The components of a checked message, in order: a walk of the component table that
+    /// keeps where the next inline component starts and which frame holds the next one
+    /// that travels alone. Trusts the checks `checkedHeader` made.
+    package struct Components: IteratorProtocol, Sequence {
+        @usableFromInline let header: CheckedHeader
+        @usableFromInline var index = 0
+        @usableFromInline var inlineOffset: Int
+        @usableFromInline var frameIndex = 1
+
+        @inlinable init(_ header: CheckedHeader) {
+            self.header = header
+            inlineOffset = fixedHeaderSize + tableEntrySize * header.componentCount + header.replyPort.count
+        }
+
+        @inlinable package mutating func next() -> ComponentBytes? {
+            guard index < header.componentCount else { return nil }
+            let entry = fixedHeaderSize + tableEntrySize * index
+            let kind = header.messageFrame[entry]
+            index += 1
+            if kind == ownFrameDataKind {
+                defer { frameIndex += 1 }
+                return ComponentBytes(isPort: false, bytes: header.frames[frameIndex])
+            }
+            let length = Int(UInt32(littleEndian: header.messageFrame.loadUnaligned(fromByteOffset: entry + 1, as: UInt32.self)))
+            defer { inlineOffset += length }
+            return ComponentBytes(isPort: kind == portKind,
+                                  bytes: UnsafeRawBufferPointer(rebasing: header.messageFrame[inlineOffset..<inlineOffset + length]))
         }
     }
 
@@ -35,22 +95,21 @@ extension WireCodec {
         try withFramesLent(frames) { (frames) throws(WireFormatError) in
             let header = try checkedHeader(frames, limits: limits)
             var replyAddress: String?
-            if !frames[1].isEmpty {
-                guard let address = validatedAddress(frames[1], maxBytes: limits.maxAddressBytes) else {
-                    throw .addressInvalid(index: 1)
+            if !header.replyPort.isEmpty {
+                guard let address = validatedAddress(header.replyPort, maxBytes: limits.maxAddressBytes) else {
+                    throw .replyAddressInvalid
                 }
                 replyAddress = address
             }
             var components: [WireComponent] = []
-            for index in 0..<header.componentCount {
-                let frame = frames[2 + index]
-                if header.isPort(index) {
-                    guard let address = validatedAddress(frame, maxBytes: limits.maxAddressBytes) else {
-                        throw .addressInvalid(index: 2 + index)
+            for (index, component) in header.components.enumerated() {
+                if component.isPort {
+                    guard let address = validatedAddress(component.bytes, maxBytes: limits.maxAddressBytes) else {
+                        throw .addressInvalid(component: index)
                     }
                     components.append(.port(address: address))
                 } else {
-                    components.append(.data([UInt8](frame)))
+                    components.append(.data([UInt8](component.bytes)))
                 }
             }
             return WireMessage(kind: header.kind, messageID: header.messageID,
@@ -80,51 +139,82 @@ extension WireCodec {
     /// Checks `frames` against the format and `limits`, all but the addresses.
     ///
     /// Checks run in this order, so each error names the first problem: frame count zero,
-    /// header length (4 bytes), magic, version, header length (20 bytes), kind, flags,
-    /// component count against `limits`, header length against the count, component
-    /// kinds, frame count, frame sizes; then the caller checks addresses in frame order
-    /// (`validatedAddress`): the reply address (frame 1, if not empty), then each port
-    /// component. Never traps on any input: every index it reads was checked first.
+    /// message frame length (4 bytes), magic, version, message frame length (22 bytes),
+    /// kind, flags, component count against `limits`, message frame length against the
+    /// component table, component kinds, message frame length against the table's lengths,
+    /// frame count against the components that travel alone, frame sizes against `limits`,
+    /// each lone component's length against its frame; then the caller checks addresses
+    /// (`validatedAddress`): the reply port (if any), then each port component in order.
+    /// Never traps on any input: every index it reads was checked first.
     @inlinable package static func checkedHeader(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                                      limits: WireLimits) throws(WireFormatError) -> CheckedHeader {
-        guard let header = frames.first else { throw .noFrames }
+                                                 limits: WireLimits) throws(WireFormatError) -> CheckedHeader {
+        guard let frame = frames.first else { throw .noFrames }
 
         // Magic and version first, so that a future version with another header layout
         // is reported as unsupported rather than malformed.
-        guard header.count >= 4 else { throw .headerTooShort(header.count) }
-        guard header[0] == magic.0, header[1] == magic.1, header[2] == magic.2 else { throw .badMagic }
-        guard header[3] == version else { throw .unsupportedVersion(header[3]) }
-        guard header.count >= fixedHeaderSize else { throw .headerTooShort(header.count) }
+        guard frame.count >= 4 else { throw .headerTooShort(frame.count) }
+        guard frame[0] == magic.0, frame[1] == magic.1, frame[2] == magic.2 else { throw .badMagic }
+        guard frame[3] == version else { throw .unsupportedVersion(frame[3]) }
+        guard frame.count >= fixedHeaderSize else { throw .headerTooShort(frame.count) }
 
-        // From here on, bytes 0..<20 exist.
-        guard let kind = WireKind(rawValue: header[4]) else { throw .unknownKind(header[4]) }
-        guard header[5] == 0 else { throw .reservedFlags(header[5]) }
-        let componentCount = Int(UInt16(littleEndian: header.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
+        // From here on, bytes 0..<22 exist.
+        guard let kind = WireKind(rawValue: frame[4]) else { throw .unknownKind(frame[4]) }
+        guard frame[5] == 0 else { throw .reservedFlags(frame[5]) }
+        let componentCount = Int(UInt16(littleEndian: frame.loadUnaligned(fromByteOffset: 6, as: UInt16.self)))
         guard componentCount <= limits.maxComponents else { throw .tooManyComponents(componentCount) }
-        let messageID = Int32(bitPattern: UInt32(littleEndian: header.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
-        let correlationID = UInt64(littleEndian: header.loadUnaligned(fromByteOffset: 12, as: UInt64.self))
+        let messageID = Int32(bitPattern: UInt32(littleEndian: frame.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+        let correlationID = UInt64(littleEndian: frame.loadUnaligned(fromByteOffset: 12, as: UInt64.self))
+        let replyPortBytes = Int(UInt16(littleEndian: frame.loadUnaligned(fromByteOffset: 20, as: UInt16.self)))
 
-        let headerSize = fixedHeaderSize + componentCount
-        guard header.count == headerSize else {
-            throw .headerLengthMismatch(expected: headerSize, actual: header.count)
+        let tableEnd = fixedHeaderSize + tableEntrySize * componentCount
+        guard frame.count >= tableEnd else { throw .headerTooShort(frame.count) }
+        // From here on, the table exists. At most 65535 lengths below 2^32 each: no overflow.
+        var expectedSize = tableEnd + replyPortBytes
+        var aloneCount = 0
+        var portCount = 0
+        var index = 0
+        while index < componentCount {
+            let entry = fixedHeaderSize + tableEntrySize * index
+            let componentKind = frame[entry]
+            let length = Int(UInt32(littleEndian: frame.loadUnaligned(fromByteOffset: entry + 1, as: UInt32.self)))
+            switch componentKind {
+            case dataKind: expectedSize += length
+            case portKind:
+                expectedSize += length
+                portCount += 1
+            case ownFrameDataKind: aloneCount += 1
+            default: throw .unknownComponentKind(index: index, kind: componentKind)
+            }
+            index += 1
         }
-        // From here on, bytes 20..<20+componentCount exist.
-        for index in 0..<componentCount {
-            let componentKind = header[fixedHeaderSize + index]
-            guard componentKind == dataKind || componentKind == portKind else {
-                throw .unknownComponentKind(index: index, kind: componentKind)
+        guard frame.count == expectedSize else { throw .headerLengthMismatch(expected: expectedSize, actual: frame.count) }
+        guard frames.count == 1 + aloneCount else {
+            throw .frameCountMismatch(expected: 1 + aloneCount, actual: frames.count)
+        }
+        // From here on, frames 0..<1+aloneCount exist.
+        index = 0
+        while index < frames.count {
+            if frames[index].count > limits.maxFrameBytes { throw .frameTooLarge(index: index, size: frames[index].count) }
+            index += 1
+        }
+        if aloneCount > 0 {
+            var frameIndex = 1
+            index = 0
+            while index < componentCount {
+                let entry = fixedHeaderSize + tableEntrySize * index
+                if frame[entry] == ownFrameDataKind {
+                    let length = Int(UInt32(littleEndian: frame.loadUnaligned(fromByteOffset: entry + 1, as: UInt32.self)))
+                    guard frames[frameIndex].count == length else {
+                        throw .componentLengthMismatch(index: index, expected: length, actual: frames[frameIndex].count)
+                    }
+                    frameIndex += 1
+                }
+                index += 1
             }
         }
-
-        guard frames.count == 2 + componentCount else {
-            throw .frameCountMismatch(expected: 2 + componentCount, actual: frames.count)
-        }
-        // From here on, frames 0..<2+componentCount exist. The header's size is already
-        // bounded by the component limit, so only the frames after it are checked.
-        for index in 1..<frames.count where frames[index].count > limits.maxFrameBytes {
-            throw .frameTooLarge(index: index, size: frames[index].count)
-        }
         return CheckedHeader(kind: kind, messageID: messageID, correlationID: correlationID,
-                             componentCount: componentCount, bytes: header)
+                             componentCount: componentCount, portCount: portCount,
+                             replyPort: UnsafeRawBufferPointer(rebasing: frame[tableEnd..<tableEnd + replyPortBytes]),
+                             messageFrame: frame, frames: frames)
     }
 }

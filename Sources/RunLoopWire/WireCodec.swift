@@ -1,19 +1,23 @@
-/// Encodes and decodes RunLoopKit wire messages (format version 2) to and from the
+/// Encodes and decodes RunLoopKit wire messages (format version 3) to and from the
 /// frames of a ZeroMQ multipart message. The format is specified in `docs/wire-format.md`.
 ///
-/// Frame 0 is the header, frame 1 the reply address (empty for none), frames 2... the
-/// components. The header:
+/// Frame 0, the *message frame*, holds the header, the component table, the reply port
+/// and every component small enough to travel inline; a large data component travels in
+/// a frame of its own (frames 1, 2, … in component order). The header:
 ///
 /// | bytes    | field                                            |
 /// |----------|--------------------------------------------------|
 /// | 0..<3    | magic, ASCII "RLK"                               |
-/// | 3        | version, 2                                       |
+/// | 3        | version, 3                                       |
 /// | 4        | kind: 0 message, 1 request, 2 reply, 3 failure   |
 /// | 5        | flags, 0                                         |
 /// | 6..<8    | component count N, UInt16 little-endian          |
 /// | 8..<12   | message id, Int32 little-endian                  |
 /// | 12..<20  | correlation id, UInt64 little-endian             |
-/// | 20..<20+N| one kind byte per component: 0 data, 1 port      |
+/// | 20..<22  | reply port length R, UInt16 little-endian (0: none) |
+/// | 22..<22+5N | the component table: per component, its kind (0 data, 1 port, 2 data in a frame of its own) and its length, UInt32 little-endian |
+///
+/// then the reply port's R bytes, then the inline components' bytes, in order.
 ///
 /// The decoder checks syntax only (what each field may hold, not what a kind of message
 /// must carry) and never traps on any input: every index it reads was checked first.
@@ -21,73 +25,184 @@ package enum WireCodec {
     /// The header's first three bytes, ASCII "RLK".
     @usableFromInline package static let magic: (UInt8, UInt8, UInt8) = (0x52, 0x4C, 0x4B)
     /// The format version this codec writes and the only one it reads.
-    @usableFromInline package static let version: UInt8 = 2
-    /// The size of the header before the component kinds.
-    @usableFromInline package static let fixedHeaderSize = 20
+    @usableFromInline package static let version: UInt8 = 3
+    /// The size of the header before the component table.
+    @usableFromInline package static let fixedHeaderSize = 22
+    /// The size of one entry of the component table: a kind byte and a 32-bit length.
+    @usableFromInline package static let tableEntrySize = 5
+    /// A data component of at least this many bytes travels in a frame of its own: copying
+    /// it into the message frame would cost more than the frame.
+    package static let ownFrameThreshold = 64 << 10
     /// The transports a port address may name.
     package static let addressSchemes: [[UInt8]] = [Array("inproc://".utf8), Array("ipc://".utf8), Array("tcp://".utf8)]
 
+    /// The component kind byte of a data component carried in the message frame.
+    @usableFromInline package static let dataKind: UInt8 = 0
+    /// The component kind byte of a port component (its address, in the message frame).
+    @usableFromInline package static let portKind: UInt8 = 1
+    /// The component kind byte of a data component carried in a frame of its own.
+    @usableFromInline package static let ownFrameDataKind: UInt8 = 2
+
     // MARK: - Encoding
 
-    /// The frames of `message`, as `ZMQSocket.send(_:dontWait:)` of a `PortEnvelope` sends them.
+    /// The frames of `message`, as a port sends them (`ZMQSocket+PortMessages.swift`, which
+    /// a test compares with this).
     ///
-    /// A `nil` or empty reply address is sent as an empty frame. The message must have at
-    /// most 65535 components, the most a header can count (a precondition); addresses are
-    /// not checked here, so that a sender's mistake shows up as the receiver's error.
+    /// A `nil` or empty reply address is sent as none. The message must have at most 65535
+    /// components and a reply address of at most 65535 bytes, the most a header can count
+    /// (preconditions); addresses are not checked here, so that a sender's mistake shows up
+    /// as the receiver's error.
     package static func encode(_ message: WireMessage) -> [[UInt8]] {
-        let count = message.components.count
-        let header = [UInt8](unsafeUninitializedCapacity: headerSize(componentCount: count)) { buffer, size in
-            writeHeader(kind: message.kind, messageID: message.messageID, correlationID: message.correlationID,
-                        componentCount: count, componentKind: { index in
-                            if case .port = message.components[index] { portKind } else { dataKind }
-                        },
-                        into: UnsafeMutableRawBufferPointer(buffer))
-            size = buffer.count
-        }
-        var frames: [[UInt8]] = []
-        frames.reserveCapacity(2 + count)
-        frames.append(header)
-        frames.append(Array((message.replyAddress ?? "").utf8))
-        for component in message.components {
+        let replyAddress = Array((message.replyAddress ?? "").utf8)
+        let bytes: [[UInt8]] = message.components.map { component in
             switch component {
-            case .data(let bytes): frames.append(bytes)
-            case .port(let address): frames.append(Array(address.utf8))
+            case .data(let bytes): bytes
+            case .port(let address): Array(address.utf8)
             }
+        }
+        var layout = Layout(componentCount: bytes.count, replyPortBytes: replyAddress.count)
+        for index in bytes.indices {
+            if case .port = message.components[index] { layout.addPort(bytes[index].count) } else { layout.addData(bytes[index].count) }
+        }
+        layout.finish()
+        var messageFrame = [UInt8](repeating: 0, count: layout.messageFrameSize)
+        messageFrame.withUnsafeMutableBytes { frame in
+            var writer = MessageFrameWriter(frame, layout: layout, kind: message.kind, messageID: message.messageID,
+                                            correlationID: message.correlationID)
+            replyAddress.withUnsafeBytes { writer.writeReplyPort($0) }
+            for index in bytes.indices {
+                let isPort = if case .port = message.components[index] { true } else { false }
+                bytes[index].withUnsafeBytes { writer.writeComponent(index, isPort: isPort, $0) }
+            }
+            writer.finish()
+        }
+        var frames = [messageFrame]
+        for (index, component) in message.components.enumerated() {
+            if case .data(let data) = component, layout.dataTravelsAlone(size: data.count) { frames.append(bytes[index]) }
         }
         return frames
     }
 
-    /// The size of the header of a message with `componentCount` components; at most
-    /// 65535 components (a precondition).
-    package static func headerSize(componentCount: Int) -> Int {
-        precondition(componentCount <= Int(UInt16.max), "a wire message has at most 65535 components, not \(componentCount)")
-        return fixedHeaderSize + componentCount
-    }
+    /// Where each part of a message goes: which data components travel in frames of their
+    /// own, and the size of the message frame. A data component of `ownFrameThreshold`
+    /// bytes or more travels alone; so does every data component when the message frame
+    /// would otherwise be larger than `WireLimits.default.maxFrameBytes`, which no receiver
+    /// takes. Made by adding each component's size in order (`addData`, `addPort`), then
+    /// `finish()`; plain numbers, so a sender builds one on the stack.
+    package struct Layout {
+        @usableFromInline package let componentCount: Int
+        @usableFromInline package let replyPortBytes: Int
+        /// The message frame's size in bytes (after `finish()`).
+        @usableFromInline package internal(set) var messageFrameSize: Int
+        /// How many data components travel in frames of their own (after `finish()`).
+        @usableFromInline package internal(set) var ownFrameCount = 0
+        @usableFromInline var allDataAlone = false
+        @usableFromInline var inlineDataBytes = 0
+        @usableFromInline var dataCount = 0
 
-    /// Writes a header into `buffer`, which holds exactly `headerSize(componentCount:)`
-    /// bytes, with `componentKind(i)` (`dataKind` or `portKind`) for each component `i`.
-    /// Not generic, so that a sender in another module calls it without generic metadata.
-    package static func writeHeader(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
-                                    componentKind: (Int) -> UInt8, into buffer: UnsafeMutableRawBufferPointer) {
-        precondition(buffer.count == headerSize(componentCount: componentCount))
-        buffer[0] = magic.0
-        buffer[1] = magic.1
-        buffer[2] = magic.2
-        buffer[3] = version
-        buffer[4] = kind.rawValue
-        buffer[5] = 0 // flags
-        buffer.storeBytes(of: UInt16(componentCount).littleEndian, toByteOffset: 6, as: UInt16.self)
-        buffer.storeBytes(of: UInt32(bitPattern: messageID).littleEndian, toByteOffset: 8, as: UInt32.self)
-        buffer.storeBytes(of: correlationID.littleEndian, toByteOffset: 12, as: UInt64.self)
-        for index in 0..<componentCount {
-            buffer[fixedHeaderSize + index] = componentKind(index)
+        @inlinable
+        package init(componentCount: Int, replyPortBytes: Int) {
+            precondition(componentCount <= Int(UInt16.max), "a wire message has at most 65535 components, not \(componentCount)")
+            precondition(replyPortBytes <= Int(UInt16.max), "a reply address has at most 65535 bytes")
+            self.componentCount = componentCount
+            self.replyPortBytes = replyPortBytes
+            messageFrameSize = WireCodec.fixedHeaderSize + WireCodec.tableEntrySize * componentCount + replyPortBytes
+        }
+
+        /// Adds a data component of `size` bytes.
+        @inlinable
+        package mutating func addData(_ size: Int) {
+            dataCount += 1
+            if size >= WireCodec.ownFrameThreshold {
+                ownFrameCount += 1
+            } else {
+                messageFrameSize += size
+                inlineDataBytes += size
+            }
+        }
+
+        /// Adds a port component whose address has `size` bytes.
+        @inlinable
+        package mutating func addPort(_ size: Int) {
+            messageFrameSize += size
+        }
+
+        /// Decides, once every component was added, whether the data fits the message frame.
+        @inlinable
+        package mutating func finish() {
+            guard messageFrameSize > WireLimits.default.maxFrameBytes else { return }
+            allDataAlone = true
+            messageFrameSize -= inlineDataBytes
+            ownFrameCount = dataCount
+        }
+
+        /// Whether a data component of `size` bytes travels in a frame of its own.
+        @inlinable
+        package func dataTravelsAlone(size: Int) -> Bool {
+            allDataAlone || size >= WireCodec.ownFrameThreshold
         }
     }
 
-    /// The component kind byte of a data component.
-    @usableFromInline package static let dataKind: UInt8 = 0
-    /// The component kind byte of a port component.
-    @usableFromInline package static let portKind: UInt8 = 1
+    /// Writes a message frame front to back: the header (at creation), the reply port, then
+    /// each component in order (its table entry, and its bytes when it travels inline).
+    /// Every write is checked against the layout, so a frame is never written past its end.
+    package struct MessageFrameWriter {
+        @usableFromInline let frame: UnsafeMutableRawBufferPointer
+        @usableFromInline let layout: Layout
+        @usableFromInline var offset: Int
+
+        /// Writes the header into `frame`, which holds exactly `layout.messageFrameSize` bytes.
+        @inlinable
+        package init(_ frame: UnsafeMutableRawBufferPointer, layout: Layout, kind: WireKind, messageID: Int32,
+                     correlationID: UInt64) {
+            precondition(frame.count == layout.messageFrameSize)
+            self.frame = frame
+            self.layout = layout
+            frame[0] = magic.0
+            frame[1] = magic.1
+            frame[2] = magic.2
+            frame[3] = version
+            frame[4] = kind.rawValue
+            frame[5] = 0 // flags
+            frame.storeBytes(of: UInt16(layout.componentCount).littleEndian, toByteOffset: 6, as: UInt16.self)
+            frame.storeBytes(of: UInt32(bitPattern: messageID).littleEndian, toByteOffset: 8, as: UInt32.self)
+            frame.storeBytes(of: correlationID.littleEndian, toByteOffset: 12, as: UInt64.self)
+            frame.storeBytes(of: UInt16(layout.replyPortBytes).littleEndian, toByteOffset: 20, as: UInt16.self)
+            offset = fixedHeaderSize + tableEntrySize * layout.componentCount
+        }
+
+        /// Writes the reply port's bytes (exactly `layout.replyPortBytes` of them), first.
+        @inlinable
+        package mutating func writeReplyPort(_ bytes: UnsafeRawBufferPointer) {
+            precondition(bytes.count == layout.replyPortBytes && offset == fixedHeaderSize + tableEntrySize * layout.componentCount)
+            copy(bytes)
+        }
+
+        /// Writes component `index`'s table entry and, unless it travels alone, its bytes.
+        @inlinable
+        package mutating func writeComponent(_ index: Int, isPort: Bool, _ bytes: UnsafeRawBufferPointer) {
+            let entry = fixedHeaderSize + tableEntrySize * index
+            let alone = !isPort && layout.dataTravelsAlone(size: bytes.count)
+            frame[entry] = isPort ? portKind : alone ? ownFrameDataKind : dataKind
+            frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
+            if !alone { copy(bytes) }
+        }
+
+        /// Checks that the whole frame was written.
+        @inlinable
+        package func finish() {
+            precondition(offset == frame.count, "message frame written to \(offset) of \(frame.count) bytes")
+        }
+
+        @inlinable
+        mutating func copy(_ bytes: UnsafeRawBufferPointer) {
+            precondition(offset + bytes.count <= frame.count)
+            if !bytes.isEmpty {
+                UnsafeMutableRawBufferPointer(rebasing: frame[offset..<offset + bytes.count]).copyMemory(from: bytes)
+            }
+            offset += bytes.count
+        }
+    }
 
     // MARK: - Addresses
 

@@ -127,7 +127,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 return nil
             }
             statistics.countReceived()
-            let view = LoopMessageView(header: header, frames: body, replyPort: replyPort,
+            let view = LoopMessageView(header: header, replyPort: replyPort,
                                        sender: senderReader.sender(ofReceived: socket)?.sender)
             do {
                 return BorrowedDelivery(request: request, outcome: .success(try handler(view)))

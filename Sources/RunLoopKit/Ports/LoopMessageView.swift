@@ -18,53 +18,57 @@ public struct LoopMessageView: ~Copyable {
     /// Who sent it, as its connection proved it (see `LoopMessage.sender`).
     public let sender: MessageSender?
     private let header: WireCodec.CheckedHeader
-    private let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
 
-    /// `frames` are the wire message's own (header, reply port, components), already
-    /// checked (`WireCodec.checkedHeader` and every address).
-    init(header: WireCodec.CheckedHeader, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, replyPort: RemotePort?,
-         sender: MessageSender?) {
+    /// `header` was read from the wire message's own frames and checked
+    /// (`PortEnvelope.check`: the format and every address).
+    init(header: WireCodec.CheckedHeader, replyPort: RemotePort?, sender: MessageSender?) {
         id = header.messageID
         if case .request = header.kind { isRequest = true } else { isRequest = false }
         self.replyPort = replyPort
         self.sender = sender
         self.header = header
-        self.frames = frames
     }
 
     /// How many components the message has.
     public var componentCount: Int { header.componentCount }
 
-    /// Whether component `index` is a port (else it is data).
+    /// Whether component `index` is a port (else it is data). O(`index`): the components
+    /// are found by walking the message's component table.
     public func isPort(at index: Int) -> Bool {
-        precondition(index >= 0 && index < componentCount, "component \(index) of \(componentCount)")
-        return header.isPort(index)
+        header.component(at: index).isPort
     }
 
-    /// The bytes of data component `index`, valid until the handler returns; nil for a port.
+    /// The bytes of data component `index`, valid until the handler returns; nil for a
+    /// port. O(`index`), as `isPort(at:)`.
     public func data(at index: Int) -> UnsafeRawBufferPointer? {
-        isPort(at: index) ? nil : frames[2 + index]
+        let component = header.component(at: index)
+        return component.isPort ? nil : component.bytes
     }
 
-    /// Port component `index` (made on each call), or nil for data.
+    /// Port component `index` (made on each call), or nil for data. O(`index`), as `isPort(at:)`.
     public func port(at index: Int) -> RemotePort? {
-        guard isPort(at: index) else { return nil }
-        return RemotePort(PortAddress(unchecked: String(decoding: frames[2 + index], as: UTF8.self)))
+        let component = header.component(at: index)
+        return component.isPort ? Self.port(component.bytes) : nil
     }
 
     /// The bytes of the first data component, if any, valid until the handler returns.
     public var firstData: UnsafeRawBufferPointer? {
-        for index in 0..<componentCount where !header.isPort(index) { return frames[2 + index] }
+        for component in header.components where !component.isPort { return component.bytes }
         return nil
     }
 
     /// The message, copied: what a `LocalPort.Handler` would have been given.
     public var owned: LoopMessage {
-        let components = (0..<componentCount).map { index -> LoopMessage.Component in
-            if let port = port(at: index) { .port(port) } else { .data([UInt8](frames[2 + index])) }
+        let components = header.components.map { component -> LoopMessage.Component in
+            component.isPort ? .port(Self.port(component.bytes)) : .data([UInt8](component.bytes))
         }
         var message = LoopMessage(id: id, components: components, replyPort: replyPort)
         message.sender = sender
         return message
+    }
+
+    /// The port whose (checked) address is `bytes`.
+    private static func port(_ bytes: UnsafeRawBufferPointer) -> RemotePort {
+        RemotePort(PortAddress(unchecked: String(decoding: bytes, as: UTF8.self)))
     }
 }

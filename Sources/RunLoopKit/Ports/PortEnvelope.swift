@@ -42,7 +42,7 @@ extension PortEnvelope {
                        route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil)
         throws(WireFormatError) -> PortEnvelope {
         let (header, replyPort) = try check(frames, limits: limits, replyAddresses: &replyAddresses)
-        let components = decodeComponents(frames, header)
+        let components = decodeComponents(header)
         var returnPath: ReturnPath?
         if case .request = header.kind, let route { // a pattern, not the cross-module `==`
             returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
@@ -51,8 +51,8 @@ extension PortEnvelope {
                             correlationID: header.correlationID, returnPath: returnPath)
     }
 
-    /// Checks every rule of the format on `frames` where libzmq put them, in frame order:
-    /// the header (`WireCodec.checkedHeader`), the reply port (made through
+    /// Checks every rule of the format on `frames` where libzmq put them: the frames and
+    /// the component table (`WireCodec.checkedHeader`), the reply port (made through
     /// `replyAddresses`, which reuses the last one for the same bytes), then each port
     /// component's address, in place (no string is made). What both a port's owned and
     /// borrowed deliveries, and a requester's connection, receive through.
@@ -61,33 +61,33 @@ extension PortEnvelope {
         throws(WireFormatError) -> (header: WireCodec.CheckedHeader, replyPort: RemotePort?) {
         let header = try WireCodec.checkedHeader(frames, limits: limits)
         var replyPort: RemotePort?
-        if !frames[1].isEmpty {
-            guard let port = replyAddresses.port(at: frames[1], maxBytes: limits.maxAddressBytes) else {
-                throw .addressInvalid(index: 1)
+        if !header.replyPort.isEmpty {
+            guard let port = replyAddresses.port(at: header.replyPort, maxBytes: limits.maxAddressBytes) else {
+                throw .replyAddressInvalid
             }
             replyPort = port
         }
-        var index = 0 // a plain loop: `for … where` over the range was not specialized here
-        while index < header.componentCount {
-            if header.isPort(index), !WireCodec.isValidAddress(frames[2 + index], maxBytes: limits.maxAddressBytes) {
-                throw .addressInvalid(index: 2 + index)
+        if header.portCount > 0 {
+            var index = 0
+            for component in header.components {
+                if component.isPort, !WireCodec.isValidAddress(component.bytes, maxBytes: limits.maxAddressBytes) {
+                    throw .addressInvalid(component: index)
+                }
+                index += 1
             }
-            index += 1
         }
         return (header, replyPort)
     }
 
-    /// The components in frames 2 and up (checked by `check`), each data component copied once.
-    private static func decodeComponents(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
-                                         _ header: WireCodec.CheckedHeader) -> [LoopMessage.Component] {
+    /// The components (checked by `check`), each data component copied once.
+    private static func decodeComponents(_ header: WireCodec.CheckedHeader) -> [LoopMessage.Component] {
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
-        for index in 0..<header.componentCount {
-            let frame = frames[2 + index]
-            if header.isPort(index) {
-                components.append(.port(RemotePort(PortAddress(unchecked: String(decoding: frame, as: UTF8.self)))))
+        for component in header.components {
+            if component.isPort {
+                components.append(.port(RemotePort(PortAddress(unchecked: String(decoding: component.bytes, as: UTF8.self)))))
             } else {
-                components.append(.data([UInt8](frame)))
+                components.append(.data([UInt8](component.bytes)))
             }
         }
         return components

@@ -2,10 +2,11 @@ import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
 
-/// Sending a port message as a wire message (`docs/wire-format.md`), each frame straight
-/// from where its bytes already are: the header from a stack buffer, the reply address
-/// and port components from their strings' UTF-8, the data components from their arrays.
-/// The frames are those of `WireCodec.encode` (a test compares them).
+/// Sending a port message as a wire message (`docs/wire-format.md`): the message frame
+/// written once, in place, into the buffer libzmq sends (`sendFrame(byteCount:…)`), from
+/// where the bytes already are (the addresses' UTF-8, the data components' arrays); a large
+/// data component as a frame of its own. The frames are those of `WireCodec.encode` (a
+/// test compares them).
 extension ZMQSocket {
     /// Sends `message` as one multipart wire message of `kind` (with `correlationID` for
     /// request/reply), as `send(_:dontWait:)` sends frames: only the first frame uses
@@ -33,26 +34,37 @@ extension ZMQSocket {
         // its references per message.
         let components = message.components
         let messageID = message.id
-        let headerSize = WireCodec.headerSize(componentCount: components.count)
-        let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
-            WireCodec.writeHeader(
-                kind: kind, messageID: messageID, correlationID: correlationID,
-                componentCount: components.count,
-                componentKind: { if case .port = components[$0] { WireCodec.portKind } else { WireCodec.dataKind } },
-                into: header)
-            return Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
+        let replyAddress = message.replyPort?.address.rawValue
+        var layout = WireCodec.Layout(componentCount: components.count, replyPortBytes: replyAddress?.utf8.count ?? 0)
+        for component in components {
+            switch component {
+            case .data(let bytes): layout.addData(bytes.count)
+            case .port(let port): layout.addPort(port.address.rawValue.utf8.count)
+            }
         }
-        guard try headerAccepted.get() else { return false } // nothing was queued
-        if let replyPort = message.replyPort {
-            try sendFrame(utf8Of: replyPort.address.rawValue, more: !components.isEmpty)
-        } else {
-            try sendFrame([], more: !components.isEmpty) // no reply port: an empty frame, made from no string
+        layout.finish()
+        let accepted = try sendFrame(byteCount: layout.messageFrameSize, more: layout.ownFrameCount > 0,
+                                     dontWait: dontWait) { frame in
+            var writer = WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
+                                                      correlationID: correlationID)
+            if var replyAddress { replyAddress.withUTF8 { writer.writeReplyPort(UnsafeRawBufferPointer($0)) } }
+            for index in components.indices {
+                switch components[index] {
+                case .data(let bytes):
+                    bytes.withUnsafeBytes { writer.writeComponent(index, isPort: false, $0) }
+                case .port(let port):
+                    var address = port.address.rawValue
+                    address.withUTF8 { writer.writeComponent(index, isPort: true, UnsafeRawBufferPointer($0)) }
+                }
+            }
+            writer.finish()
         }
-        for index in components.indices {
-            let more = index != components.count - 1
-            switch components[index] {
-            case .data(let bytes): try sendFrame(bytes, more: more)
-            case .port(let port): try sendFrame(utf8Of: port.address.rawValue, more: more)
+        guard accepted else { return false } // nothing was queued
+        var alone = layout.ownFrameCount
+        for component in components where alone > 0 {
+            if case .data(let bytes) = component, layout.dataTravelsAlone(size: bytes.count) {
+                alone -= 1
+                try sendFrame(bytes, more: alone > 0)
             }
         }
         return true
@@ -63,15 +75,18 @@ extension ZMQSocket {
     /// same frames, with no message built for them.
     func send(id messageID: Int32, data: UnsafeRawBufferPointer, as kind: WireKind, correlationID: UInt64 = 0,
               dontWait: Bool) throws(SystemCallError) -> Bool {
-        let headerSize = WireCodec.headerSize(componentCount: 1)
-        let headerAccepted = withUnsafeTemporaryAllocation(byteCount: headerSize, alignment: 1) { header in
-            WireCodec.writeHeader(kind: kind, messageID: messageID, correlationID: correlationID, componentCount: 1,
-                                  componentKind: { _ in WireCodec.dataKind }, into: header)
-            return Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(header), more: true, dontWait: dontWait) }
+        var layout = WireCodec.Layout(componentCount: 1, replyPortBytes: 0)
+        layout.addData(data.count)
+        layout.finish()
+        let alone = layout.ownFrameCount > 0
+        let accepted = try sendFrame(byteCount: layout.messageFrameSize, more: alone, dontWait: dontWait) { frame in
+            var writer = WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
+                                                      correlationID: correlationID)
+            writer.writeComponent(0, isPort: false, data)
+            writer.finish()
         }
-        guard try headerAccepted.get() else { return false } // nothing was queued
-        try sendFrame([], more: true) // no reply port
-        _ = try sendFrame(data, more: false, dontWait: false)
+        guard accepted else { return false } // nothing was queued
+        if alone { _ = try sendFrame(data, more: false, dontWait: false) }
         return true
     }
 
@@ -83,11 +98,4 @@ extension ZMQSocket {
         _ = try sent.get()
     }
 
-    private func sendFrame(utf8Of string: String, more: Bool) throws(SystemCallError) {
-        var string = string
-        let sent = string.withUTF8 { buffer in
-            Result { () throws(SystemCallError) in try sendFrame(UnsafeRawBufferPointer(buffer), more: more, dontWait: false) }
-        }
-        _ = try sent.get()
-    }
 }
