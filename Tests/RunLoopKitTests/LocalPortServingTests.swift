@@ -127,8 +127,9 @@ final class LocalPortServingTests: XCTestCase {
         }
         // 30 requests whose reply-port frame names an address nobody binds, and whose
         // requesters hang up at once.
-        var bogus = WireCodec.encode(LoopMessage(id: 3, text: "bogus").wire(kind: .request, correlationID: 7))
-        bogus[1] = Array("tcp://10.255.255.1:9".utf8)
+        let bogus = WireCodec.encode(WireMessage(kind: .request, messageID: 3, correlationID: 7,
+                                                 replyAddress: "tcp://10.255.255.1:9",
+                                                 components: [.data(Array("bogus".utf8))]))
         for _ in 0..<30 {
             let raw = try ZMQSocket(type: .dealer)
             try raw.connect(server.tcpAddress.rawValue)

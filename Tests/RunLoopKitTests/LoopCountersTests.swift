@@ -75,7 +75,7 @@ final class LoopCountersTests: XCTestCase {
         var badVersion = valid
         badVersion[0][3] = 99
         let before = counters
-        for frames in [[[1, 2, 3]], badVersion, [valid[0]], valid] { XCTAssertTrue(try raw.send(frames, dontWait: false)) }
+        for frames in [[[1, 2, 3]], badVersion, [valid[0] + [0]], valid] { XCTAssertTrue(try raw.send(frames, dontWait: false)) }
         XCTAssertTrue(runCurrentLoop(in: mode) { delivered == [42] })
         let after = counters
         XCTAssertEqual(after.messagesDropped[.malformed]! - before.messagesDropped[.malformed]!, 2)

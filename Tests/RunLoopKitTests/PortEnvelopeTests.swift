@@ -62,8 +62,8 @@ final class PortEnvelopeTests: XCTestCase {
 
     func testAMalformedMessageFromTheSocketIsReportedLikeTheModelReportsIt() throws {
         let (push, pull) = try makePushPull()
-        let frames: [[UInt8]] = [WireCodec.encode(WireMessage(messageID: 1, components: [.port(address: "inproc://a")]))[0],
-                                 Array("inproc://ok".utf8), Array("nope://x".utf8)]
+        let frames = WireCodec.encode(WireMessage(messageID: 1, replyAddress: "inproc://ok",
+                                                  components: [.data([1]), .port(address: "nope://x")]))
         XCTAssertTrue(try push.send(frames, dontWait: false))
         var replyAddresses = ReplyAddressCache()
         let decoded = try pull.receive(dontWait: false) { frames in
@@ -71,7 +71,7 @@ final class PortEnvelopeTests: XCTestCase {
                 try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
             }
         }
-        XCTAssertThrowsError(try decoded?.get()) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(index: 2)) }
-        XCTAssertThrowsError(try WireCodec.decode(frames)) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(index: 2)) }
+        XCTAssertThrowsError(try decoded?.get()) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(component: 1)) }
+        XCTAssertThrowsError(try WireCodec.decode(frames)) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(component: 1)) }
     }
 }
