@@ -1,7 +1,9 @@
 // A libFuzzer target for RunLoopKit's wire decoder, as a port receives through it: whatever
 // frames a foreign peer sends, a port's receive path (routing id, REQ delimiter, envelope,
 // reply-address cache: `PortDecoderProbe`) never crashes, agrees with the codec's model
-// (`WireCodec.decode`) on every message, and what it accepts encodes back to the same frames.
+// (`WireCodec.decode`) on every message, and what it accepts encodes back to the same frames
+// (built by hand with each data component where it was: receivers accept any mix of inline
+// and lone components, where the encoder puts only those of 64 KiB or more alone).
 // Small limits (16 components, 256-byte frames, 64-byte addresses) put every limit within
 // the fuzzer's reach.
 //
@@ -43,6 +45,50 @@ enum FuzzFraming {
     }
 }
 
+/// Wire messages built by hand from the format (`docs/wire-format.md`), each data
+/// component inline or alone as the caller says: the encoder puts only components of 64 KiB
+/// or more alone, which no fuzz input holds, where receivers accept any mix.
+enum FuzzFrames {
+    /// A component: its table kind (0 data inline, 1 port, 2 data alone) and its bytes.
+    struct Part {
+        let kind: UInt8
+        let bytes: [UInt8]
+        static func data(_ bytes: [UInt8]) -> Part { Part(kind: 0, bytes: bytes) }
+        static func port(_ address: String) -> Part { Part(kind: 1, bytes: Array(address.utf8)) }
+        static func alone(_ bytes: [UInt8]) -> Part { Part(kind: 2, bytes: bytes) }
+    }
+
+    /// The message frame (header, component table, reply port, inline components), then
+    /// each kind-2 component's frame.
+    static func build(kind: WireKind, messageID: Int32, correlationID: UInt64 = 0, replyAddress: String? = nil,
+                      parts: [Part]) -> [[UInt8]] {
+        func littleEndian(_ value: UInt64, _ count: Int) -> [UInt8] {
+            (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64($0))) }
+        }
+        let reply = Array((replyAddress ?? "").utf8)
+        var frame: [UInt8] = [0x52, 0x4C, 0x4B, 3, kind.rawValue, 0] + littleEndian(UInt64(parts.count), 2)
+            + littleEndian(UInt64(UInt32(bitPattern: messageID)), 4) + littleEndian(correlationID, 8)
+            + littleEndian(UInt64(reply.count), 2)
+        for part in parts { frame += [part.kind] + littleEndian(UInt64(part.bytes.count), 4) }
+        frame += reply
+        for part in parts where part.kind != 2 { frame += part.bytes }
+        return [frame] + parts.filter { $0.kind == 2 }.map(\.bytes)
+    }
+
+    /// `message` built again with each data component where `frames` (which it was decoded
+    /// from) had it.
+    static func rebuild(_ message: WireMessage, placedAs frames: [[UInt8]]) -> [[UInt8]] {
+        let parts = message.components.enumerated().map { index, component -> Part in
+            switch component {
+            case .port(let address): .port(address)
+            case .data(let bytes): frames[0][22 + 5 * index] == 2 ? .alone(bytes) : .data(bytes)
+            }
+        }
+        return build(kind: message.kind, messageID: message.messageID, correlationID: message.correlationID,
+                     replyAddress: message.replyAddress, parts: parts)
+    }
+}
+
 /// The limits the fuzzer decodes with: small, so that each is reachable.
 let fuzzLimits = WireLimits(maxComponents: 16, maxFrameBytes: 256, maxAddressBytes: 64)
 
@@ -61,7 +107,10 @@ func checkDecoder(_ input: [UInt8]) {
     switch (port, model) {
     case (.success(let delivered), .success(let modelled)):
         precondition(delivered == modelled, "the port and the model decode a message alike")
-        precondition(WireCodec.encode(delivered) == body, "an accepted message must re-encode to its frames")
+        precondition(FuzzFrames.rebuild(delivered, placedAs: body) == body,
+                     "an accepted message must re-encode to its frames, each data component where it was")
+        // No fuzz input holds a component of 64 KiB: the encoder puts every one inline.
+        precondition(body.count > 1 || WireCodec.encode(delivered) == body, "the encoder must write what it accepted")
     case (.failure(let dropped), .failure(let rejected)):
         precondition(frames.isEmpty || dropped == rejected, "the port and the model reject a message alike")
     default:
@@ -109,23 +158,51 @@ enum WireDecoderFuzz {
         print("replayed \(arguments.count) inputs")
         #endif
     }
-    /// A seed per shape of message, so the fuzzer starts from valid ones.
+    /// A seed per shape of message, so the fuzzer starts from valid ones: every kind, reply
+    /// ports, port components, data components inline and alone, a REQ requester's
+    /// delimiter, and messages at the fuzzer's limits (16 components, 256-byte frames,
+    /// 64-byte addresses).
     static func writeSeeds(to directory: String) throws {
-        let seeds: [String: WireMessage] = [
-            "checkin": WireMessage(kind: .message, messageID: 100, correlationID: 0, replyAddress: nil,
-                                   components: [.port(address: "inproc://runloopkit.1.1")]),
-            "request": WireMessage(kind: .request, messageID: 7, correlationID: 0x1234,
-                                   replyAddress: "ipc:///tmp/runloopkit-0/reply.sock", components: [.data(Array("ping".utf8))]),
-            "reply": WireMessage(kind: .reply, messageID: 7, correlationID: 0x1234, replyAddress: nil,
-                                 components: [.data(Array("pong".utf8)), .data([])]),
-            "empty": WireMessage(kind: .message, messageID: 0, correlationID: 0, replyAddress: nil, components: []),
-            "tcp-port": WireMessage(kind: .message, messageID: -1, correlationID: 0, replyAddress: "tcp://127.0.0.1:5555",
-                                    components: [.port(address: "tcp://10.0.0.1:1"), .data([0, 255])]),
+        let port64 = "inproc://" + String(repeating: "p", count: 55) // 64 bytes: the longest address
+        // 16 components, the last one filling the message frame to 256 bytes.
+        func atTheLimits(fill: Int) -> [[UInt8]] {
+            FuzzFrames.build(kind: .request, messageID: .max, correlationID: .max, replyAddress: port64, parts: [
+                .port(port64), .data([1]), .alone(Array(repeating: 2, count: 256)), .port("tcp://h:1"), .data([]),
+                .data([3]), .alone([4]), .port("ipc://x"), .data([]), .data([6]), .data([7]), .data([8]), .data([9]),
+                .data([10]), .alone([]), .data(Array(repeating: 11, count: fill)),
+            ])
+        }
+        let seeds: [String: (frames: [[UInt8]], fromREQ: Bool)] = [
+            "checkin": (WireCodec.encode(WireMessage(kind: .message, messageID: 100, replyAddress: "inproc://runloopkit.1.1",
+                                                     components: [.port(address: "inproc://runloopkit.1.1")])), false),
+            "request": (WireCodec.encode(WireMessage(kind: .request, messageID: 7, correlationID: 0x1234,
+                                                     components: [.data(Array("ping".utf8))])), false),
+            "request-from-req": (WireCodec.encode(WireMessage(
+                kind: .request, messageID: 7, correlationID: 0x1234, replyAddress: "ipc:///tmp/runloopkit-0/reply.sock",
+                components: [.data(Array("ping".utf8))])), true),
+            "reply": (WireCodec.encode(WireMessage(kind: .reply, messageID: 7, correlationID: 0x1234,
+                                                   components: [.data(Array("pong".utf8)), .data([])])), false),
+            "failure": (WireCodec.encode(WireMessage(kind: .failure, messageID: 9, correlationID: 0x1235,
+                                                     components: [.data(Array("job refused: fail".utf8))])), false),
+            "empty": (WireCodec.encode(WireMessage(kind: .message, messageID: 0)), false),
+            "tcp-port": (WireCodec.encode(WireMessage(kind: .message, messageID: -1, replyAddress: "tcp://127.0.0.1:5555",
+                                                      components: [.port(address: "tcp://10.0.0.1:1"), .data([0, 255])])), false),
+            // Data components in frames of their own (kind 2), between inline ones.
+            "alone": (FuzzFrames.build(kind: .message, messageID: 3, parts: [
+                .alone(Array("abc".utf8)), .data([1]), .port("inproc://p"), .alone([]), .data([]),
+            ]), false),
+            "alone-reply": (FuzzFrames.build(kind: .reply, messageID: 7, correlationID: 0x1234,
+                                             parts: [.alone(Array(repeating: 0x42, count: 200))]), true),
+            // At the limits: 16 components, a message frame and a lone frame of 256 bytes,
+            // addresses of 64 bytes.
+            "at-the-limits": (atTheLimits(fill: fuzzLimits.maxFrameBytes - atTheLimits(fill: 0)[0].count), false),
         ]
-        for (name, message) in seeds {
+        for (name, seed) in seeds {
             let routingID: [UInt8] = [0, 0x80, 0, 0, 0x29] // libzmq's are 5 bytes
-            let delimiter: [[UInt8]] = name == "request" ? [[]] : [] // a REQ requester's
-            let bytes = FuzzFraming.input(from: [routingID] + delimiter + WireCodec.encode(message))
+            let delimiter: [[UInt8]] = seed.fromREQ ? [[]] : [] // a REQ requester's
+            let bytes = FuzzFraming.input(from: [routingID] + delimiter + seed.frames)
+            precondition((try? WireCodec.decode(seed.frames, limits: fuzzLimits)) != nil, "seed \(name) is a valid message")
+            precondition(seed.frames.allSatisfy { $0.count <= fuzzLimits.maxFrameBytes })
             try Data(bytes).write(to: URL(fileURLWithPath: "\(directory)/\(name)"))
         }
     }

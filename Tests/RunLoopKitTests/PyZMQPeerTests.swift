@@ -122,6 +122,103 @@ final class PyZMQPeerTests: XCTestCase {
         XCTAssertEqual(port.statistics.repliesFailed, 0)
     }
 
+    /// The Python listings of `docs/wire-format.md`'s worked example, run as one script
+    /// against a port bound on tcp loopback, with the document's addresses replaced: the
+    /// server's by the port's, the worker's by a port the system picks (the listing reads
+    /// the address it bound). The listing checks in, parses a job whose second component
+    /// travels alone (walking the table), answers with a component that travels alone, and
+    /// checks a reply and a failure; it asserts what it reads, so its exit status says.
+    func testTheWireFormatDocumentsPythonListingRunsAgainstAPort() throws {
+        guard pythonCanImportZMQ() else {
+            return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
+        }
+        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
+        let example = try XCTUnwrap(document.range(of: "## Worked example")?.upperBound, "the document has a worked example")
+        let blocks = document[example...].components(separatedBy: "```python\n").dropFirst()
+            .map { $0.components(separatedBy: "```").first ?? "" }
+        XCTAssertEqual(blocks.count, 2, "the check-in, request and reply listing, and the failure's")
+
+        struct JobRefused: Error, CustomStringConvertible {
+            let job: String
+            var description: String { "job refused: \(job)" }
+        }
+        var checkIn: LoopMessage?
+        var answer: LoopMessage?
+        var requests: [LoopMessage] = []
+        let port = try LocalPort { message in
+            switch message.id {
+            case 100: checkIn = message
+            case 2: answer = message
+            case 7:
+                requests.append(message)
+                return LoopMessage(id: 7, components: [.data(Array("pong:".utf8) + (message.data.first ?? []))])
+            case 9: throw JobRefused(job: message.text ?? "?")
+            default: XCTFail("unexpected message \(message.id) from the listing")
+            }
+            return nil
+        }
+        loop.add(port, to: .default)
+        defer { port.invalidate() }
+        let server = try port.bind(tcp: "tcp://127.0.0.1:*")
+
+        var script = blocks.joined(separator: "\n")
+        for (documented, actual) in [("tcp://127.0.0.1:5555", server.rawValue), ("tcp://127.0.0.1:5556", "tcp://127.0.0.1:*")] {
+            XCTAssertTrue(script.contains(documented), "the listing uses \(documented)")
+            script = script.replacingOccurrences(of: documented, with: actual)
+        }
+        let scriptFile = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wire-format-listing-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
+        try script.write(to: scriptFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: scriptFile) }
+
+        var listingExited = false
+        let exitSource = InputSource { listingExited = true }
+        loop.add(exitSource, to: .default)
+        defer { exitSource.invalidate() }
+        let listing = Process()
+        listing.executableURL = URL(fileURLWithPath: Self.python)
+        listing.arguments = [scriptFile.path]
+        let output = Pipe()
+        listing.standardOutput = output
+        listing.standardError = output
+        listing.terminationHandler = { _ in exitSource.signalAndWake() }
+        try listing.run()
+        func report() -> String {
+            if listing.isRunning {
+                listing.terminate()
+                listing.waitUntilExit()
+            }
+            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return "listing exit status \(listing.terminationStatus); output: \(said)"
+        }
+        defer { if listing.isRunning { listing.terminate() } }
+
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { checkIn != nil || listingExited }),
+              let worker = checkIn?.ports.first else {
+            return XCTFail("no check-in with a port from the listing; \(report())")
+        }
+        let results = (0..<70_000).map { UInt8(truncatingIfNeeded: $0) } // travels alone
+        try worker.send(LoopMessage(id: 1, components: [.data(Array("job-42".utf8)), .data(results)]))
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { listingExited }) else {
+            return XCTFail("the listing did not finish; \(report())")
+        }
+        listing.waitUntilExit()
+        let said = report()
+        XCTAssertEqual(listing.terminationStatus, 0, said)
+
+        XCTAssertEqual(checkIn?.components.count, 1)
+        XCTAssertTrue(worker.address.rawValue.hasPrefix("tcp://127.0.0.1:"), worker.address.rawValue)
+        XCTAssertNil(checkIn?.replyPort)
+        XCTAssertEqual(answer?.data.map(\.count), [6, 100_000])
+        XCTAssertEqual(answer?.data.first, Array("JOB-42".utf8))
+        XCTAssertTrue(answer?.data.last?.allSatisfy { $0 == 0 } ?? false, "the results the listing sent are zeros")
+        XCTAssertEqual(requests.map(\.text), ["ping"])
+        XCTAssertEqual(port.statistics.handlerErrors, 1)
+        XCTAssertEqual(port.statistics.messagesDropped, 0)
+        XCTAssertEqual(port.statistics.repliesFailed, 0)
+    }
+
     /// Debian's Python, which `scripts/install-dependencies.sh` gives pyzmq (`python3-zmq`);
     /// not whatever `python3` comes first on the PATH.
     private static let python = "/usr/bin/python3"

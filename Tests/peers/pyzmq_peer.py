@@ -31,17 +31,25 @@ from typing import NamedTuple
 
 import zmq
 
-# --- The wire format, version 2 (docs/wire-format.md) -----------------------------
+# --- The wire format, version 3 (docs/wire-format.md) -----------------------------
 
 MAGIC = b"RLK"
-VERSION = 2
+VERSION = 3
 KIND_MESSAGE, KIND_REQUEST, KIND_REPLY, KIND_FAILURE = 0, 1, 2, 3
-DATA, PORT = 0, 1
+DATA, PORT, ALONE = 0, 1, 2  # component kinds: data inline, port inline, data in a frame of its own
+ALONE_FROM = 64 * 1024  # a data component this large or larger travels in a frame of its own
 
-# magic, version, kind, flags, component count, message id, correlation id; all
-# little-endian, 20 bytes, then one component-kind byte per component.
-HEADER = struct.Struct("<3sBBBHiQ")
-assert HEADER.size == 20
+# The message frame (frame 0) starts with magic, version, kind, flags, component count N,
+# message id, correlation id, reply port length R: all little-endian, 22 bytes; then the
+# component table (N entries of kind and length, 5 bytes each), the reply port's R bytes
+# and the inline components' bytes in table order.
+HEADER = struct.Struct("<3sBBBHiQH")
+ENTRY = struct.Struct("<BI")
+assert (HEADER.size, ENTRY.size) == (22, 5)
+
+MAX_COMPONENTS = 1024
+MAX_FRAME_BYTES = 64 << 20
+MAX_ADDRESS_BYTES = 1024
 
 
 class ProtocolError(Exception):
@@ -57,42 +65,78 @@ class Message(NamedTuple):
 
 
 def encode(kind, msgid, components, reply_address=b"", correlation=0):
-    """The frames of a message: header, reply address, then the components' bytes."""
-    kinds = bytes(component_kind for component_kind, _ in components)
-    header = HEADER.pack(MAGIC, VERSION, kind, 0, len(components), msgid, correlation) + kinds
-    return [header, reply_address] + [value for _, value in components]
+    """The frames of a message: the message frame, then each data component of 64 KiB or
+    more in a frame of its own."""
+    table, inline, alone = [], [], []
+    for component_kind, value in components:
+        if component_kind == DATA and len(value) >= ALONE_FROM:
+            table.append(ENTRY.pack(ALONE, len(value)))
+            alone.append(value)
+        else:
+            table.append(ENTRY.pack(component_kind, len(value)))
+            inline.append(value)
+    header = HEADER.pack(MAGIC, VERSION, kind, 0, len(components), msgid, correlation, len(reply_address))
+    return [header + b"".join(table) + reply_address + b"".join(inline)] + alone
 
 
 def decode(frames):
-    """Checks every rule of the format a receiver must check, and returns the Message."""
-    if len(frames) < 2:
-        raise ProtocolError(f"{len(frames)} frame(s); a message has at least 2")
-    header = frames[0]
-    if len(header) < HEADER.size:
-        raise ProtocolError(f"header of {len(header)} bytes; at least {HEADER.size} expected")
-    magic, version, kind, flags, count, msgid, correlation = HEADER.unpack_from(header)
-    if magic != MAGIC:
-        raise ProtocolError(f"bad magic {magic!r}")
-    if version != VERSION:
-        raise ProtocolError(f"unknown version {version}")
-    if flags != 0:
-        raise ProtocolError(f"nonzero flags {flags:#x}")
+    """Checks every rule of the format a receiver must check, in the document's order, and
+    returns the Message."""
+    if not frames:
+        raise ProtocolError("no frames")
+    frame = frames[0]
+    if len(frame) < 4:
+        raise ProtocolError(f"message frame of {len(frame)} bytes")
+    if frame[:3] != MAGIC:
+        raise ProtocolError(f"bad magic {frame[:3]!r}")
+    if frame[3] != VERSION:
+        raise ProtocolError(f"unsupported version {frame[3]}")
+    if len(frame) < HEADER.size:
+        raise ProtocolError(f"message frame of {len(frame)} bytes; at least {HEADER.size} expected")
+    _, _, kind, flags, count, msgid, correlation, reply_length = HEADER.unpack_from(frame)
     if kind not in (KIND_MESSAGE, KIND_REQUEST, KIND_REPLY, KIND_FAILURE):
         raise ProtocolError(f"unknown kind {kind}")
-    if len(header) != HEADER.size + count:
-        raise ProtocolError(f"header of {len(header)} bytes for {count} component(s)")
-    if len(frames) != 2 + count:
-        raise ProtocolError(f"{len(frames)} frames for {count} component(s)")
+    if flags != 0:
+        raise ProtocolError(f"nonzero flags {flags:#x}")
+    if count > MAX_COMPONENTS:
+        raise ProtocolError(f"{count} components, more than {MAX_COMPONENTS}")
+    table_end = HEADER.size + ENTRY.size * count
+    if len(frame) < table_end:
+        raise ProtocolError(f"message frame of {len(frame)} bytes for a table of {count} entries")
+    entries = [ENTRY.unpack_from(frame, HEADER.size + ENTRY.size * index) for index in range(count)]
+    for index, (component_kind, _) in enumerate(entries):
+        if component_kind not in (DATA, PORT, ALONE):
+            raise ProtocolError(f"component {index} has unknown kind {component_kind}")
+    expected = table_end + reply_length + sum(length for kind_, length in entries if kind_ != ALONE)
+    if len(frame) != expected:
+        raise ProtocolError(f"message frame of {len(frame)} bytes where its table adds up to {expected}")
+    alone_count = sum(1 for kind_, _ in entries if kind_ == ALONE)
+    if len(frames) != 1 + alone_count:
+        raise ProtocolError(f"{len(frames)} frames for {alone_count} component(s) alone")
+    for index, value in enumerate(frames):
+        if len(value) > MAX_FRAME_BYTES:
+            raise ProtocolError(f"frame {index} of {len(value)} bytes")
+    reply_address = frame[table_end:table_end + reply_length]
+    if reply_address:
+        check_address(reply_address)
     components = []
-    for component_kind, value in zip(header[HEADER.size:], frames[2:]):
+    offset = table_end + reply_length  # the next inline component
+    lone = 1  # the frame of the next component alone
+    for component_kind, length in entries:
+        if component_kind == ALONE:
+            value = frames[lone]
+            lone += 1
+            if len(value) != length:
+                raise ProtocolError(f"a component of {len(value)} bytes where the table says {length}")
+            components.append((DATA, value))
+        else:
+            value = frame[offset:offset + length]
+            offset += length
+            components.append((component_kind, value))
+    for component_kind, value in components:
         if component_kind == PORT:
             check_address(value)
-        elif component_kind != DATA:
-            raise ProtocolError(f"unknown component kind {component_kind}")
-        components.append((component_kind, value))
-    if frames[1]:
-        check_address(frames[1])
-    return Message(kind, msgid, correlation, frames[1], components)
+    return Message(kind, msgid, correlation, reply_address, components)
 
 
 def check_address(address):
@@ -100,7 +144,7 @@ def check_address(address):
         text = address.decode("utf-8")
     except UnicodeDecodeError:
         raise ProtocolError(f"address {address!r} is not UTF-8") from None
-    if not 1 <= len(address) <= 1024 or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+    if not 1 <= len(address) <= MAX_ADDRESS_BYTES or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
         raise ProtocolError(f"invalid address {address!r}")
     if not any(text.startswith(scheme) and len(text) > len(scheme)
                for scheme in ("inproc://", "ipc://", "tcp://")):

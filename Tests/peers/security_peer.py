@@ -22,8 +22,13 @@ import sys
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-MAGIC, VERSION, KIND_REQUEST, KIND_REPLY, DATA = b"RLK", 2, 1, 2, 0
-HEADER = struct.Struct("<3sBBBHiQ")  # magic, version, kind, flags, count, message id, correlation id
+MAGIC, VERSION, KIND_REQUEST, KIND_REPLY = b"RLK", 3, 1, 2
+DATA, ALONE = 0, 2  # component kinds: data in the message frame, data in a frame of its own
+# The message frame: magic, version, kind, flags, component count, message id, correlation id,
+# reply port length (22 bytes), then one table entry (kind, length: 5 bytes) per component,
+# the reply port and the inline components' bytes.
+HEADER = struct.Struct("<3sBBBHiQH")
+ENTRY = struct.Struct("<BI")
 TIMEOUT_MS = 20_000
 
 
@@ -45,8 +50,8 @@ def main():
         dealer.curve_secretkey = args.secret_key.encode()
     monitor = dealer.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
     dealer.connect(args.endpoint)
-    header = HEADER.pack(MAGIC, VERSION, KIND_REQUEST, 0, 1, 9, 0x55) + bytes([DATA])
-    dealer.send_multipart([header, b"", args.text.encode()])
+    text = args.text.encode()  # inline: the request is one frame
+    dealer.send(HEADER.pack(MAGIC, VERSION, KIND_REQUEST, 0, 1, 9, 0x55, 0) + ENTRY.pack(DATA, len(text)) + text)
 
     poller = zmq.Poller()
     poller.register(dealer, zmq.POLLIN)
@@ -57,12 +62,21 @@ def main():
         print(f"refused {event['value']}", flush=True)
     elif dealer in ready:
         frames = dealer.recv_multipart()
-        if len(frames) != 3 or len(frames[0]) != HEADER.size + 1:
+        if len(frames) not in (1, 2) or len(frames[0]) < HEADER.size + ENTRY.size:
             sys.exit(f"malformed reply: {frames!r}")
-        magic, version, kind, _, count, msgid, correlation = HEADER.unpack_from(frames[0])
-        if (magic, version, kind, count, msgid, correlation) != (MAGIC, VERSION, KIND_REPLY, 1, 9, 0x55):
+        magic, version, kind, flags, count, msgid, correlation, reply_port = HEADER.unpack_from(frames[0])
+        if (magic, version, kind, flags, count, msgid, correlation, reply_port) != (
+                MAGIC, VERSION, KIND_REPLY, 0, 1, 9, 0x55, 0):
             sys.exit(f"unexpected reply header: {frames[0]!r}")
-        print(f"reply {frames[2].decode()}", flush=True)
+        # One data component: inline, or (64 KiB or more) alone in frame 1.
+        component_kind, length = ENTRY.unpack_from(frames[0], HEADER.size)
+        alone = component_kind == ALONE
+        data = frames[1] if alone and len(frames) == 2 else frames[0][HEADER.size + ENTRY.size:]
+        frame_size = HEADER.size + ENTRY.size + (0 if alone else length)
+        if component_kind not in (DATA, ALONE) or len(frames) != 1 + alone or len(data) != length \
+                or len(frames[0]) != frame_size:
+            sys.exit(f"malformed reply: {frames!r}")
+        print(f"reply {data.decode()}", flush=True)
     else:
         sys.exit(f"no reply and no refusal from {args.endpoint} within {TIMEOUT_MS} ms")
     dealer.disable_monitor()
