@@ -10,7 +10,16 @@
 /// allocator and would clash with this one.
 int rlk_malloc_counting_available(void);
 
-/// The allocations the calling thread has made so far.
+/// The allocations the calling thread has made so far, but for libzmq's own (below).
 unsigned long long rlk_thread_allocations(void);
+
+/// The allocations the calling thread has made so far from libzmq's own code (the frames
+/// it copies, the control blocks of the frames it is lent, its queues' chunks); told apart
+/// by the allocation's caller. Zero until rlk_malloc_counter_find_libzmq() found libzmq.
+unsigned long long rlk_thread_libzmq_allocations(void);
+
+/// Finds libzmq's code in the process, so that its allocations are counted apart; call it
+/// before counting. Returns whether it was found.
+int rlk_malloc_counter_find_libzmq(void);
 
 #endif
