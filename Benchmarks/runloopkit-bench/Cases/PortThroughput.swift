@@ -69,21 +69,23 @@ enum PortThroughputCase {
     static func run(_ config: BenchConfig) -> CaseOutcome {
         let messages = config.throughputMessages
         let rates = Harness.rates([RunLoopKitThroughput(messages: messages), FloorThroughput(messages: messages),
+                                   FloorThroughput(messages: messages, wireFormat2: true),
                                    ZMQThroughput(messages: messages),
                                    RunLoopKitThroughput(messages: messages, borrowing: true)],
                                   rounds: config.throughputRounds, only: config.only)
-        let (owned, floor, zmq, borrowing) = (rates[0], rates[1], rates[2], rates[3])
+        let (owned, floor, floorV2, zmq, borrowing) = (rates[0], rates[1], rates[2], rates[3], rates[4])
         var outcome = CaseOutcome(name: name)
         outcome.metrics = [
             MetricResult(caseName: name, metric: "msgs_per_s", unit: "msg/s", lowerIsBetter: false,
-                         runloopkit: owned.value, peers: [floor, zmq, borrowing],
+                         runloopkit: owned.value, peers: [floor, floorV2, zmq, borrowing],
                          targets: [.atLeastTimes(0.5, peer: "zmq-inproc")]),
             MetricResult(caseName: name, metric: "msgs_per_s_borrowing", unit: "msg/s", lowerIsBetter: false,
-                         runloopkit: borrowing.value, peers: [floor, zmq],
+                         runloopkit: borrowing.value, peers: [floor, floorV2, zmq],
                          targets: [.atLeastTimes(0.7, peer: "zmq-inproc")]),
         ]
         outcome.notes = ["\(name): \(messages) messages per round, median of \(config.throughputRounds) rounds; "
-                         + "msgs_per_s_borrowing is the same stream into a borrowing handler"]
+                         + "msgs_per_s_borrowing is the same stream into a borrowing handler; floor-v2 is the floor "
+                         + "sending wire format 2's three frames (21-byte header, empty reply address, data)"]
         return outcome
     }
 }

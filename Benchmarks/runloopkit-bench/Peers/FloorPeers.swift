@@ -130,11 +130,13 @@ extension RawZMQ {
 
 /// A thread serving a ROUTER the floor's way until a message with an empty body: sleeps in
 /// epoll, and after each wake-up receives `[routing id][body]` until a receive finds
-/// nothing, handing each to its service's `handle`.
+/// nothing, handing each to its service's `handle`. With `frames` > 1 a message is
+/// `[routing id]` and that many frames (wire format 2's header, reply address and data),
+/// each received into the same buffer: the body handed over is the last frame.
 final class FloorServerThread: Sendable {
     /// What the thread does with each message, and at the end (on the thread).
     struct Service {
-        /// The ROUTER, the routing id and its size, the body and its size.
+        /// The ROUTER, the routing id and its size, the body (the last frame) and its size.
         let handle: (ZMQHandle, UnsafeMutableRawPointer, Int, UnsafeMutableRawPointer, Int) -> Void
         var finish: () -> Void = {}
     }
@@ -143,20 +145,20 @@ final class FloorServerThread: Sendable {
 
     /// Binds the ROUTER on the new thread; `setUp` runs there next (connecting the
     /// thread's DEALERs) and returns the service. Returns once both are done.
-    init(context: ZMQHandle, endpoint: String, cpu: Int?, setUp: @escaping @Sendable () -> Service) {
+    init(context: ZMQHandle, endpoint: String, cpu: Int?, frames: Int = 1, setUp: @escaping @Sendable () -> Service) {
         let ready = DispatchSemaphore(value: 0)
         thread = JoinableThread.start(cpu: cpu) {
             let router = RawZMQ.floorRouter(context, bind: endpoint)
             let service = setUp()
             ready.signal()
-            FloorServerThread.serve(router, service.handle)
+            FloorServerThread.serve(router, frames: frames, service.handle)
             service.finish()
             RawZMQ.close(router)
         }
         ready.wait()
     }
 
-    private static func serve(_ router: ZMQHandle,
+    private static func serve(_ router: ZMQHandle, frames: Int,
                               _ handle: (ZMQHandle, UnsafeMutableRawPointer, Int, UnsafeMutableRawPointer, Int) -> Void) {
         let pollSet = FloorPollSet(watching: router)
         defer { pollSet.close() }
@@ -167,7 +169,8 @@ final class FloorServerThread: Sendable {
             // Drained as a port is: until a receive finds nothing, which processes the
             // socket's commands as `ZMQ_EVENTS` would, so the descriptor is re-armed.
             while let identitySize = RawZMQ.receiveNow(router, identity, 256) {
-                let bodySize = RawZMQ.receiveReady(router, body, 4096)
+                var bodySize = RawZMQ.receiveReady(router, body, 4096)
+                for _ in 1..<frames { bodySize = RawZMQ.receiveReady(router, body, 4096) }
                 if bodySize == 0 { return }
                 handle(router, identity, identitySize, body, min(bodySize, 4096))
             }
@@ -301,8 +304,15 @@ final class FloorRequestReply: LatencyContender {
 /// `port-throughput-threads`' floor: a sending thread's DEALER sends 64-byte messages with
 /// `ZMQ_DONTWAIT`, sleeping in epoll on its `ZMQ_FD` until `ZMQ_EVENTS` says `ZMQ_POLLOUT`
 /// whenever the queue is full; the receiving thread drains its ROUTER in epoll.
+///
+/// With `wireFormat2` (`floor-v2`), each message is RunLoopKit's three frames instead of
+/// one (docs/wire-format.md): a 21-byte header (a message with one data component), an
+/// empty reply address and the 64 bytes; the receiver takes the routing id and the three
+/// frames, decoding nothing. RunLoopKit ÷ floor-v2 is then what its own code costs, and
+/// floor-v2 ÷ floor what the framing costs in libzmq.
 final class FloorThroughput: RateContender {
-    let name = "floor"
+    let name: String
+    private let wireFormat2: Bool
     private let context = RawZMQ.context()
     private let sender = CommandThread(cpu: Placement.sender)
     private let receiver: FloorServerThread
@@ -312,11 +322,19 @@ final class FloorThroughput: RateContender {
     private let received = DispatchSemaphore(value: 0)
     private let messages: Int
 
-    init(messages: Int) {
+    /// Wire format 2's header of a message with id 1 and one data component: "RLK",
+    /// version 2, kind 0 (a message), flags 0, 1 component, id 1, correlation id 0, kind 0 (data).
+    static let wireFormat2Header: [UInt8] = Array("RLK".utf8) + [2, 0, 0, 1, 0, 1, 0, 0, 0]
+        + [UInt8](repeating: 0, count: 8) + [0]
+
+    init(messages: Int, wireFormat2: Bool = false) {
         self.messages = messages
+        self.wireFormat2 = wireFormat2
+        name = wireFormat2 ? "floor-v2" : "floor"
         let (context, expected, received) = (context, expected, received)
-        let endpoint = "inproc://runloopkit-bench.floor.throughput"
-        receiver = FloorServerThread(context: context, endpoint: endpoint, cpu: Placement.receiver) {
+        let endpoint = "inproc://runloopkit-bench.\(name).throughput"
+        receiver = FloorServerThread(context: context, endpoint: endpoint, cpu: Placement.receiver,
+                                     frames: wireFormat2 ? 3 : 1) {
             var count = 0
             return .init(handle: { _, _, _, _, _ in
                 count += 1
@@ -330,7 +348,7 @@ final class FloorThroughput: RateContender {
     }
 
     func measureRate() -> Double {
-        let (dealer, messages) = (dealer, messages)
+        let (dealer, messages, wireFormat2) = (dealer, messages, wireFormat2)
         expected.store(messages)
         let start = Clock.now()
         sender.run {
@@ -338,8 +356,21 @@ final class FloorThroughput: RateContender {
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 64, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
-            for _ in 0..<messages {
-                while !RawZMQ.sendNow(pollSet.socket, buffer, 64) { pollSet.wait(for: ZMQ_POLLOUT) }
+            if wireFormat2 {
+                let header = UnsafeMutableRawPointer.allocate(byteCount: 21, alignment: 16)
+                defer { header.deallocate() }
+                FloorThroughput.wireFormat2Header.withUnsafeBytes { header.copyMemory(from: $0.baseAddress!, byteCount: 21) }
+                for _ in 0..<messages {
+                    // Once the first frame is queued, the message's other frames are too
+                    // (libzmq counts a high-water mark in whole messages).
+                    while !RawZMQ.sendNow(pollSet.socket, header, 21, more: true) { pollSet.wait(for: ZMQ_POLLOUT) }
+                    RawZMQ.sendReady(pollSet.socket, header, 0, more: true)
+                    RawZMQ.sendReady(pollSet.socket, buffer, 64)
+                }
+            } else {
+                for _ in 0..<messages {
+                    while !RawZMQ.sendNow(pollSet.socket, buffer, 64) { pollSet.wait(for: ZMQ_POLLOUT) }
+                }
             }
         }
         received.wait()
@@ -347,10 +378,17 @@ final class FloorThroughput: RateContender {
     }
 
     func finish() {
-        let dealer = dealer
+        let (dealer, wireFormat2) = (dealer, wireFormat2)
         sender.run {
+            // The end: a message whose last frame is empty.
             var empty: UInt8 = 0
-            while !RawZMQ.sendNow(dealer.value.socket, &empty, 0) { dealer.value.wait(for: ZMQ_POLLOUT) }
+            if wireFormat2 {
+                while !RawZMQ.sendNow(dealer.value.socket, &empty, 0, more: true) { dealer.value.wait(for: ZMQ_POLLOUT) }
+                RawZMQ.sendReady(dealer.value.socket, &empty, 0, more: true)
+                RawZMQ.sendReady(dealer.value.socket, &empty, 0)
+            } else {
+                while !RawZMQ.sendNow(dealer.value.socket, &empty, 0) { dealer.value.wait(for: ZMQ_POLLOUT) }
+            }
         }
         receiver.join()
         sender.run {

@@ -42,6 +42,37 @@ enum System {
         return 0
     }
 
+    /// How many established IPv4 tcp connections have `localPort` as their local port
+    /// (those a socket listening on it accepted), from /proc/self/net/tcp.
+    static func establishedTCPConnections(localPort: Int) -> Int {
+        guard let table = wholeFile("/proc/self/net/tcp") else { return 0 }
+        // "sl local_address rem_address st …", addresses as hex "0100007F:A1B2"; state 01 is ESTABLISHED.
+        return table.split(separator: "\n").dropFirst().count { line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 3, let colon = fields[1].lastIndex(of: ":") else { return false }
+            return fields[3] == "01" && Int(fields[1][colon...].dropFirst(), radix: 16) == localPort
+        }
+    }
+
+    /// A file read to its end. (`String(contentsOfFile:)` reads a /proc file of size 0 in
+    /// one `read`, which the kernel ends at a page: a long /proc/net/tcp comes back cut.)
+    static func wholeFile(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            if count < 0 {
+                guard errno == EINTR else { return nil }
+                continue
+            }
+            bytes += chunk[..<count]
+        }
+    }
+
     /// Raises the soft limit on open descriptors to at least `wanted` (up to the hard limit);
     /// returns the soft limit now in force.
     @discardableResult
