@@ -3,7 +3,7 @@
 package struct WireLimits: Sendable, Equatable {
     /// The most components in one message. The format allows up to 65535.
     package var maxComponents: Int
-    /// The most bytes in any one frame after the header (whose size `maxComponents` bounds).
+    /// The most bytes in any one frame: the message frame, or a component in a frame of its own.
     package var maxFrameBytes: Int
     /// The most bytes (UTF-8) in a reply or port address.
     package var maxAddressBytes: Int

@@ -31,8 +31,8 @@ package final class ZMQSocket {
     /// Whether `close()` closed it already (then `deinit` does not).
     private var isClosed = false
 
-    /// The number of frames `receive` accepts by default: a wire message's 1024 components
-    /// and two header frames, with room to spare.
+    /// The number of frames `receive` accepts by default: a wire message's message frame and
+    /// 1024 components in frames of their own, a routing id and a delimiter, with room to spare.
     package static let defaultMaxFrames = 1100
 
     /// Creates a socket, via `zmq_socket`, and bounds its linger (`ZMQ_LINGER`) to the
