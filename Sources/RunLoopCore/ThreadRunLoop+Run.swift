@@ -118,6 +118,7 @@ extension ThreadRunLoop {
         var failure: SystemCallError?
         do { //                                                                 step 7
             try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
+                // A port's report carries its port source: queued without another look-up.
                 if let port = descriptors.reported(token, events: events) {
                     ports.descriptorReady(port, runningMode: items)
                 }
@@ -165,7 +166,7 @@ extension ThreadRunLoop {
                 instruments.messageHandled()
                 delivered = true
             }
-        } while outcome != .empty && count < limit && port.isRegistered && !port.registration.isPaused
+        } while outcome != .empty && count < limit && port.isRegistered && !port.isPaused
             && instruments.passes == passes && !stopRequested.load(ordering: .relaxed)
             && Deadline.now().rawValue &- started.rawValue < ThreadRunLoop.portBatchNanoseconds
         ports.didDeliver(from: port, outcome)
