@@ -108,7 +108,7 @@ struct PortSourceTable {
 
     /// Takes `entry` off the ready queue before one of its messages is delivered.
     /// (Delivery runs user code, which may add or remove ports, so it happens outside
-    /// any mutation of the table: see `ThreadRunLoop.deliverMessages(from:_:)`.)
+    /// any mutation of the table: see `ThreadRunLoop.deliverMessages(from:in:_:)`.)
     mutating func willDeliver(from entry: Entry) {
         dequeue(entry)
     }
