@@ -17,13 +17,16 @@ import Glibc
 /// nothing for that.
 ///
 /// Ports stay as they were otherwise (`PortSourceTable`): edge-triggered `ZMQ_FD`s whose
-/// readiness is confirmed with `ZMQ_EVENTS`. Descriptor sources and the main queue are
-/// level-triggered: their ready events wait here until step 9 of the pass hands them out.
+/// readiness is confirmed with `ZMQ_EVENTS`; a port's report hands the wait its port source
+/// at once. Descriptor sources and the main queue are level-triggered: their ready events
+/// wait here until step 9 of the pass hands them out.
 struct DescriptorTable {
-    /// Who a registration is for.
+    /// Who a registration is for: what a report of the poll set hands on, with nothing
+    /// more to look up (SwiftNIO's `Registration` carries its channel the same way).
     enum Client {
-        /// A port, by its token in `PortSourceTable`.
-        case port
+        /// A port source. Its registration holds it while the registration is in the table:
+        /// a report, found by token, can only carry a port that is still in the loop.
+        case port(PortSourceTable.Entry)
         case source(DescriptorSource)
         /// Dispatch's main queue (main thread's loop only; see `ThreadRunLoop+MainQueue`).
         case mainQueue
@@ -36,13 +39,11 @@ struct DescriptorTable {
         /// bits, a serial number in the high 32 (see `DescriptorTable.slots`).
         let token: UInt64
         let client: Client
-        /// Its index in the table's `slots` (and in `PortSourceTable`'s entries).
+        /// Its index in the table's `slots`.
         var slot: Int { DescriptorTable.slot(of: token) }
         // Loop thread only, like the table; see architecture.md, exclusivity checks.
         /// The events the poll set watches for now; 0 when the descriptor is not in it.
         @exclusivity(unchecked) var registeredEvents: UInt32 = 0
-        /// For ports: paused (by a message stream's back-pressure) — wants nothing.
-        @exclusivity(unchecked) var isPaused = false
         /// For sources: how many of the loop's modes hold it.
         @exclusivity(unchecked) var modeCount = 0
         /// Events the last wait reported, not yet handed out (sources and the main queue).
@@ -87,9 +88,10 @@ struct DescriptorTable {
 
     // MARK: - Registering
 
-    /// A registration for a port's descriptor, wanting `EPOLLIN` from the next sleep on.
-    mutating func registerPort(_ descriptor: Int32) -> Registration {
-        let registration = makeRegistration(descriptor, .port)
+    /// A registration for a port's descriptor, carrying its port source; it wants `EPOLLIN`
+    /// from the next sleep on, unless the port is paused.
+    mutating func registerPort(_ descriptor: Int32, _ port: PortSourceTable.Entry) -> Registration {
+        let registration = makeRegistration(descriptor, .port(port))
         markChanged(registration)
         return registration
     }
@@ -135,7 +137,8 @@ struct DescriptorTable {
         return registration
     }
 
-    /// Takes a registration out of the poll set at once and forgets it.
+    /// Takes a registration out of the poll set at once and forgets it. Nothing of the
+    /// table holds it afterwards, so it keeps no port source alive.
     mutating func unregister(_ registration: Registration, poller: Poller) {
         if registration.registeredEvents != 0 {
             // The descriptor may already be closed (a port's socket, a source's lost descriptor).
@@ -149,6 +152,8 @@ struct DescriptorTable {
         if registration.isReady { ready.removeAll { $0 === registration } }
         registration.isReady = false
         registration.readyEvents = 0
+        if registration.isChanged { changed.removeAll { $0 === registration } }
+        registration.isChanged = false
     }
 
     func registration(of source: DescriptorSource) -> Registration? { bySource[ObjectIdentifier(source)] }
@@ -183,7 +188,7 @@ struct DescriptorTable {
         var refused: (error: SystemCallError, registrations: [Registration])?
         for registration in batch {
             registration.isChanged = false
-            guard holds(registration) else { continue } // unregistered meanwhile
+            guard holds(registration) else { continue } // marked after it left the table
             let wanted = wantedEvents(registration, items, mainQueueWanted)
             guard wanted != registration.registeredEvents else { continue }
             if let error = apply(wanted, to: registration, poller: poller) {
@@ -205,7 +210,7 @@ struct DescriptorTable {
 
     private func wantedEvents(_ registration: Registration, _ items: ModeItems, _ mainQueueWanted: Bool) -> UInt32 {
         switch registration.client {
-        case .port: return registration.isPaused ? 0 : EPOLLIN.rawValue
+        case .port(let port): return port.isPaused ? 0 : EPOLLIN.rawValue
         case .mainQueue: return mainQueueWanted ? EPOLLIN.rawValue : 0
         case .source(let source):
             guard registration.lostError == nil, items.contains(.descriptor(source)) else { return 0 }
@@ -249,14 +254,15 @@ struct DescriptorTable {
 
     // MARK: - After the sleep
 
-    /// The wait reported `token`: a port's registration is returned for `PortSourceTable`;
-    /// a source's or the main queue's events wait here for step 9.
-    mutating func reported(_ token: UInt64, events: UInt32) -> Registration? {
+    /// The wait reported `token`: a port's source is returned, for `PortSourceTable` to queue;
+    /// a source's or the main queue's events wait here for step 9. A token whose registration
+    /// is gone (its slot free, or reused with another serial number) reports nothing.
+    mutating func reported(_ token: UInt64, events: UInt32) -> PortSourceTable.Entry? {
         let slot = DescriptorTable.slot(of: token)
         guard slot >= 0, slot < slots.count, let registration = slots[slot], registration.token == token else {
             return nil // gone since the poll set reported it
         }
-        if case .port = registration.client { return registration }
+        if case .port(let port) = registration.client { return port }
         registration.readyEvents |= events
         enqueueReady(registration)
         return nil

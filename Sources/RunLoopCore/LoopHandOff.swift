@@ -52,6 +52,14 @@ extension LoopHandOffTarget {
     public func tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void { work }
 }
 
+/// A hand-off that is its own target (a loop, a worker: `HandOffTarget == Self`) hands
+/// every request to itself, so it writes only what a target needs.
+extension LoopHandOff where Self: LoopHandOffTarget, HandOffTarget == Self {
+    /// Itself, for every request. Any thread.
+    @inlinable // as the verbs over it: a caller's specialized `performAndWait` calls no generic code
+    public func nextHandOffTarget() -> Self { self }
+}
+
 extension LoopHandOff {
     /// Queues `work` and returns at once (`waitUntilDone:NO`); the returned request can be
     /// cancelled while pending. Requests run in FIFO order, all queued ones in each pass,

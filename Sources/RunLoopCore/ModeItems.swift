@@ -39,11 +39,16 @@ package final class ModeItems {
         case .source(let source): sources.contains { $0 === source }
         case .timer(let timer): timers.contains { $0 === timer }
         case .observer(let observer): observers.contains { $0 === observer }
-        case .port(let port):
-            ports.count <= ModeItems.linearSearchLimit
-                ? ports.contains { $0 === port } : portIDs.contains(ObjectIdentifier(port))
+        case .port(let port): contains(port: port)
         case .descriptor(let source): descriptors.contains { $0 === source }
         }
+    }
+
+    /// Whether `port` is here: `contains(.port(port))` inlined, for the pass's checks.
+    @inline(__always)
+    func contains(port: any PortSourceDriver) -> Bool {
+        ports.count <= ModeItems.linearSearchLimit
+            ? ports.contains { $0 === port } : portIDs.contains(ObjectIdentifier(port))
     }
 
     /// Adds the item; returns false if it was already here.

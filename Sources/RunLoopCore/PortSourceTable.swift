@@ -1,37 +1,51 @@
-/// The port sources of one loop: their poll-set registrations and the queue of ports
-/// known to hold a message. Loop thread only.
+/// The port sources of one loop, by port, and the queue of those known to hold a message.
+/// Loop thread only.
 ///
 /// A port is registered in the poll set while it is in at least one mode and not paused,
-/// through the loop's `DescriptorTable` like every other descriptor. It is queued as
-/// ready when it is added or resumed, when its descriptor fires
+/// through the loop's `DescriptorTable` like every other descriptor, and its registration
+/// carries the port's `Entry` as its client (`DescriptorTable.Client.port`), as SwiftNIO's
+/// `Registration` carries its channel: a report of the poll set hands the wait the entry
+/// itself, and nothing here is looked up on a wake-up.
+///
+/// A port is queued as ready when it is added or resumed, when its descriptor fires
 /// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
 /// after each message it delivers; it leaves the queue when a receive finds it drained.
 /// A port queued for another mode stays there, without waking the loop again, until a run
 /// in one of its modes drains it.
 struct PortSourceTable {
-    /// One registered port and its place in the table. Handed to the pass by `nextReady`
-    /// and back by `willDeliver`/`didDeliver`, so delivering looks nothing up.
+    /// One port source of the loop, from its first mode until it leaves its last. Handed to
+    /// the wait by the poll set's report, to the pass by `nextReady`, and back by
+    /// `willDeliver`/`didDeliver`, so neither a wake-up nor a delivery looks anything up.
+    ///
+    /// Held by the table (`byPort`, `ready`), by its registration while that is in the
+    /// descriptor table, and by a pass delivering its messages. It does not hold its
+    /// registration, so that neither keeps the other alive once the port has left.
     final class Entry {
         let port: any PortSourceDriver
-        /// Its descriptor's place in the loop's `DescriptorTable`.
-        let registration: DescriptorTable.Registration
         // Loop thread only, like the table; see architecture.md, exclusivity checks.
         @exclusivity(unchecked) var modeCount = 1
+        /// Paused by a message stream's back-pressure: its descriptor wants nothing and none
+        /// of its messages is delivered (see `setPaused`).
+        @exclusivity(unchecked) var isPaused = false
         /// Whether the entry is in `ready`, so queueing never searches the queue.
         @exclusivity(unchecked) var isQueued = false
-        /// False once the port has left the loop (while its message was being delivered, say).
+        /// False once the port has left the loop. Whoever still holds the entry then (a pass
+        /// delivering its message, a report for its registration) must leave it alone: a port
+        /// added again gets a new entry and a new registration.
         @exclusivity(unchecked) var isRegistered = true
 
-        init(port: any PortSourceDriver, registration: DescriptorTable.Registration) {
+        init(port: any PortSourceDriver) {
             self.port = port
-            self.registration = registration
         }
     }
 
-    /// By their registration's slot in the `DescriptorTable`, for the poll set's reports.
-    private var bySlot: [Entry?] = []
-    /// By port, for adding and removing.
-    private var byPort: [ObjectIdentifier: Entry] = [:]
+    /// A port's entry and its registration, by port, for adding, removing and pausing.
+    private struct Member {
+        let entry: Entry
+        let registration: DescriptorTable.Registration
+    }
+
+    private var byPort: [ObjectIdentifier: Member] = [:]
     /// Ready ports in the order they became ready, served round-robin.
     private var ready: [Entry] = []
 
@@ -41,15 +55,12 @@ struct PortSourceTable {
     /// set before the loop's next sleep).
     mutating func added(_ port: any PortSourceDriver, descriptors: inout DescriptorTable) {
         let id = ObjectIdentifier(port)
-        if let entry = byPort[id] {
-            entry.modeCount += 1
+        if let member = byPort[id] {
+            member.entry.modeCount += 1
             return
         }
-        let entry = Entry(port: port, registration: descriptors.registerPort(port.pollDescriptor))
-        byPort[id] = entry
-        let slot = entry.registration.slot
-        if slot >= bySlot.count { bySlot.append(contentsOf: repeatElement(nil, count: slot + 1 - bySlot.count)) }
-        bySlot[slot] = entry
+        let entry = Entry(port: port)
+        byPort[id] = Member(entry: entry, registration: descriptors.registerPort(port.pollDescriptor, entry))
         // A burst may have arrived before the port was added, with no signal left on its
         // descriptor: it is queued, and the pass's receive finds out. Not `ZMQ_EVENTS`:
         // processing the socket's commands first could process a peer's disconnect before
@@ -60,12 +71,14 @@ struct PortSourceTable {
 
     /// Counts one mode less for `port`, leaving the poll set when it is in none.
     mutating func removed(_ port: any PortSourceDriver, descriptors: inout DescriptorTable, poller: Poller) {
-        guard let entry = byPort[ObjectIdentifier(port)] else { return }
+        guard let member = byPort[ObjectIdentifier(port)] else { return }
+        let entry = member.entry
         entry.modeCount -= 1
         guard entry.modeCount == 0 else { return }
-        descriptors.unregister(entry.registration, poller: poller) // at once: the port may close its socket next
+        // At once: the port may close its socket next. The registration leaves the descriptor
+        // table with it, so no later report can carry this entry.
+        descriptors.unregister(member.registration, poller: poller)
         byPort[ObjectIdentifier(port)] = nil
-        bySlot[entry.registration.slot] = nil
         entry.isRegistered = false
         dequeue(entry)
         port.detachedFromLoop()
@@ -74,11 +87,10 @@ struct PortSourceTable {
     /// The poll set reported the port's descriptor. A port of the running mode is queued
     /// to be drained now (its receives confirm that it is drained); any other port is asked
     /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
-    /// another mode never keeps waking the loop.
-    mutating func descriptorReady(_ registration: DescriptorTable.Registration, runningMode items: ModeItems) {
-        let slot = registration.slot
-        guard slot < bySlot.count, let entry = bySlot[slot], entry.registration === registration,
-              !registration.isPaused else { return }
+    /// another mode never keeps waking the loop. A port that has left the loop or is paused
+    /// is left alone.
+    mutating func descriptorReady(_ entry: Entry, runningMode items: ModeItems) {
+        guard entry.isRegistered, !entry.isPaused else { return }
         if items.contains(.port(entry.port)) || entry.port.hasPendingMessage() {
             enqueue(entry)
         } else {
@@ -88,7 +100,7 @@ struct PortSourceTable {
 
     /// The first ready port that is in `items`' mode and not paused.
     func nextReady(in items: ModeItems) -> Entry? {
-        for entry in ready where !entry.registration.isPaused && items.contains(.port(entry.port)) {
+        for entry in ready where !entry.isPaused && items.contains(.port(entry.port)) {
             return entry
         }
         return nil
@@ -96,7 +108,7 @@ struct PortSourceTable {
 
     /// Takes `entry` off the ready queue before one of its messages is delivered.
     /// (Delivery runs user code, which may add or remove ports, so it happens outside
-    /// any mutation of the table: see `ThreadRunLoop.deliverMessages(from:_:)`.)
+    /// any mutation of the table: see `ThreadRunLoop.deliverMessages(from:in:_:)`.)
     mutating func willDeliver(from entry: Entry) {
         dequeue(entry)
     }
@@ -112,7 +124,7 @@ struct PortSourceTable {
     /// and with them the descriptor's signal: asks `ZMQ_EVENTS` and queues the port as
     /// ready if a message waits.
     mutating func queueIfMessageWaits(_ port: any PortSourceDriver) {
-        guard let entry = byPort[ObjectIdentifier(port)], entry.port.hasPendingMessage() else { return }
+        guard let entry = byPort[ObjectIdentifier(port)]?.entry, port.hasPendingMessage() else { return }
         enqueue(entry)
     }
 
@@ -120,7 +132,7 @@ struct PortSourceTable {
     /// receive from it), as the table knows it: a question to the table only, never to
     /// the socket, so that a snapshot changes nothing.
     func isQueuedAsReady(_ port: any PortSourceDriver) -> Bool {
-        byPort[ObjectIdentifier(port)]?.isQueued ?? false
+        byPort[ObjectIdentifier(port)]?.entry.isQueued ?? false
     }
 
     /// Pauses a port without taking it out of its modes (a message stream's back-pressure):
@@ -128,20 +140,36 @@ struct PortSourceTable {
     /// delivered; resumed, it comes back and is queued if a message waits. Returns false if
     /// the port is in no mode.
     mutating func setPaused(_ port: any PortSourceDriver, _ paused: Bool, descriptors: inout DescriptorTable) -> Bool {
-        guard let entry = byPort[ObjectIdentifier(port)] else { return false }
-        guard entry.registration.isPaused != paused else { return true }
-        entry.registration.isPaused = paused
-        descriptors.markChanged(entry.registration)
-        if !paused { enqueue(entry) } // signals that came while it was out of the poll set: the receive finds out
+        guard let member = byPort[ObjectIdentifier(port)] else { return false }
+        guard member.entry.isPaused != paused else { return true }
+        member.entry.isPaused = paused
+        descriptors.markChanged(member.registration)
+        if !paused { enqueue(member.entry) } // signals that came while it was out of the poll set: the receive finds out
         return true
     }
 
     func isPaused(_ port: any PortSourceDriver) -> Bool {
-        byPort[ObjectIdentifier(port)]?.registration.isPaused ?? false
+        byPort[ObjectIdentifier(port)]?.entry.isPaused ?? false
     }
 
-    /// Every registered port, for teardown.
-    var allPorts: [any PortSourceDriver] { byPort.values.map(\.port) }
+    /// The registration of `port`'s descriptor, while the port is in a mode.
+    func registration(of port: any PortSourceDriver) -> DescriptorTable.Registration? {
+        byPort[ObjectIdentifier(port)]?.registration
+    }
+
+    /// Takes every port out of the loop, whatever its modes (teardown, after every mode's
+    /// items were removed: normally none is left).
+    mutating func removeAll(descriptors: inout DescriptorTable, poller: Poller) {
+        let members = byPort.values
+        byPort.removeAll()
+        ready.removeAll()
+        for member in members {
+            descriptors.unregister(member.registration, poller: poller)
+            member.entry.isRegistered = false
+            member.entry.isQueued = false
+            member.entry.port.detachedFromLoop()
+        }
+    }
 
     private mutating func enqueue(_ entry: Entry) {
         guard !entry.isQueued else { return }

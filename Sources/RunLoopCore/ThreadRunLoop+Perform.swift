@@ -6,9 +6,6 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
     public typealias HandOffTarget = ThreadRunLoop
 
     /// This loop. Any thread.
-    public func nextHandOffTarget() -> ThreadRunLoop { self }
-
-    /// This loop. Any thread.
     public var handOffLoop: ThreadRunLoop { self }
 
     /// Queues `work` for this loop's next pass in one of `modes`, and wakes the loop. If the

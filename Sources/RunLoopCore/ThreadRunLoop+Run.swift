@@ -86,7 +86,9 @@ extension ThreadRunLoop {
             }
             fireDueTimers(in: items) //                                         step 9
             if fireReadyDescriptors(in: items) { handledSource = true } //       step 9
-            if let readyPort, deliverMessages(from: readyPort, returnAfterSourceHandled) { handledSource = true } // step 9
+            if let readyPort, deliverMessages(from: readyPort, in: items, returnAfterSourceHandled) { // step 9
+                handledSource = true
+            }
             if let result = passResult(items, deadline, handledSource, returnAfterSourceHandled) {
                 return result
             }
@@ -118,6 +120,7 @@ extension ThreadRunLoop {
         var failure: SystemCallError?
         do { //                                                                 step 7
             try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
+                // A port's report carries its port source: queued without another look-up.
                 if let port = descriptors.reported(token, events: events) {
                     ports.descriptorReady(port, runningMode: items)
                 }
@@ -149,8 +152,12 @@ extension ThreadRunLoop {
     /// drained. The batch ends at once when a handler stops the loop, takes the port out of
     /// the loop or pauses it (a message stream's back-pressure), or runs the loop itself
     /// (a nested run), so that no timer, source or other port waits behind more than one
-    /// batch. Returns whether a message was delivered.
-    private func deliverMessages(from port: PortSourceTable.Entry, _ returnAfterSourceHandled: Bool) -> Bool {
+    /// batch. It delivers nothing if the port, taken at step 5 or at the wake-up, has since
+    /// left the running mode or been paused (by a control action, a timer or a descriptor
+    /// source of this pass). Returns whether a message was delivered.
+    private func deliverMessages(from port: PortSourceTable.Entry, in items: ModeItems,
+                                 _ returnAfterSourceHandled: Bool) -> Bool {
+        guard port.isRegistered, !port.isPaused, items.contains(port: port.port) else { return false }
         ports.willDeliver(from: port)
         let limit = returnAfterSourceHandled ? 1 : ThreadRunLoop.portBatchLimit
         let passes = instruments.passes
@@ -165,7 +172,7 @@ extension ThreadRunLoop {
                 instruments.messageHandled()
                 delivered = true
             }
-        } while outcome != .empty && count < limit && port.isRegistered && !port.registration.isPaused
+        } while outcome != .empty && count < limit && port.isRegistered && !port.isPaused
             && instruments.passes == passes && !stopRequested.load(ordering: .relaxed)
             && Deadline.now().rawValue &- started.rawValue < ThreadRunLoop.portBatchNanoseconds
         ports.didDeliver(from: port, outcome)

@@ -218,8 +218,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
         for request in requests { request.cancel() }
         for (_, items) in modes { removeAll(items) }
         removeAll(commonItems)
-        for port in ports.allPorts { port.detachedFromLoop() }
-        ports = PortSourceTable()
+        ports.removeAll(descriptors: &descriptors, poller: poller)
         for source in descriptors.allSources { removeDescriptorSourceEverywhere(source) }
         closeOwnedResources()
         modes.removeAll()

@@ -60,6 +60,11 @@ final class PortSourceTableTests: XCTestCase {
         return entry
     }
 
+    /// The registration of `port`'s descriptor, while the port is in a mode.
+    private func registration(of port: FakePort) throws -> DescriptorTable.Registration {
+        try XCTUnwrap(table.registration(of: port), "a registered port")
+    }
+
     /// Takes `port`'s entry as the pass does and tells what the receive found.
     private func deliver(from port: FakePort, in items: ModeItems, _ outcome: PortDelivery) throws {
         let entry = try entry(of: port, in: items)
@@ -79,7 +84,7 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertEqual(port.asked, 0, "processing the socket's commands first could lose a closing peer's reply")
         XCTAssertTrue(descriptors.needsApplying(for: items), "it joins the poll set before the next sleep")
         applyChanges(for: items)
-        XCTAssertEqual(try entry(of: port, in: items).registration.registeredEvents, EPOLLIN.rawValue)
+        XCTAssertEqual(try registration(of: port).registeredEvents, EPOLLIN.rawValue)
     }
 
     func testAPortInSeveralModesLeavesThePollSetOnlyWhenRemovedFromTheLast() throws {
@@ -92,13 +97,14 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertTrue(try entry(of: port, in: items) === first, "one entry, three modes")
         XCTAssertEqual(first.modeCount, 3)
         applyChanges(for: items)
-        XCTAssertEqual(first.registration.registeredEvents, EPOLLIN.rawValue)
+        let registered = try registration(of: port)
+        XCTAssertEqual(registered.registeredEvents, EPOLLIN.rawValue)
 
         table.removed(port, descriptors: &descriptors, poller: poller)
         table.removed(port, descriptors: &descriptors, poller: poller)
         XCTAssertEqual(port.detachments, 0)
         XCTAssertTrue(table.isQueuedAsReady(port))
-        XCTAssertEqual(first.registration.registeredEvents, EPOLLIN.rawValue, "still in one mode")
+        XCTAssertEqual(registered.registeredEvents, EPOLLIN.rawValue, "still in one mode")
 
         table.removed(port, descriptors: &descriptors, poller: poller)
         XCTAssertEqual(port.detachments, 1)
@@ -106,8 +112,9 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertFalse(first.isRegistered)
         XCTAssertFalse(table.isQueuedAsReady(port))
         XCTAssertNil(table.nextReady(in: items))
-        XCTAssertEqual(first.registration.registeredEvents, 0, "out of the poll set at once: its socket may close next")
-        XCTAssertTrue(table.allPorts.isEmpty)
+        XCTAssertEqual(registered.registeredEvents, 0, "out of the poll set at once: its socket may close next")
+        XCTAssertNil(table.registration(of: port))
+        XCTAssertNil(descriptors.reported(registered.token, events: EPOLLIN.rawValue), "nor can a report carry it")
 
         table.removed(port, descriptors: &descriptors, poller: poller)
         XCTAssertEqual(port.detachments, 1, "removing a port the table does not hold does nothing")
@@ -164,10 +171,10 @@ final class PortSourceTableTests: XCTestCase {
         let port = try FakePort()
         let items = mode("x", holding: port)
         table.added(port, descriptors: &descriptors)
-        let registration = try entry(of: port, in: items).registration
+        let entry = try entry(of: port, in: items)
         try deliver(from: port, in: items, .empty)
         XCTAssertFalse(table.isQueuedAsReady(port))
-        table.descriptorReady(registration, runningMode: items)
+        table.descriptorReady(entry, runningMode: items)
         XCTAssertTrue(table.isQueuedAsReady(port))
         XCTAssertEqual(port.asked, 0, "its receives will tell whether a message waits")
     }
@@ -178,78 +185,124 @@ final class PortSourceTableTests: XCTestCase {
         let items = mode("running", holding: running)
         table.added(held, descriptors: &descriptors)
         table.added(running, descriptors: &descriptors)
-        let registration = try entry(of: held, in: other).registration
+        let heldEntry = try entry(of: held, in: other)
         try deliver(from: held, in: other, .empty)
 
-        table.descriptorReady(registration, runningMode: items)
+        table.descriptorReady(heldEntry, runningMode: items)
         XCTAssertEqual(held.asked, 1, "asking consumes the signal, so the held port stops waking the loop")
         XCTAssertFalse(table.isQueuedAsReady(held))
 
         held.messageWaits = true
-        table.descriptorReady(registration, runningMode: items)
+        table.descriptorReady(heldEntry, runningMode: items)
         XCTAssertEqual(held.asked, 2)
         XCTAssertTrue(table.isQueuedAsReady(held))
         XCTAssertTrue(try entry(of: running, in: items).port === running, "held for its own mode, not delivered here")
         XCTAssertTrue(try entry(of: held, in: other).port === held)
 
         held.messageWaits = false
-        table.descriptorReady(registration, runningMode: items)
+        table.descriptorReady(heldEntry, runningMode: items)
         XCTAssertFalse(table.isQueuedAsReady(held), "a report finding nothing takes it off the queue")
     }
 
     func testReportsForAPortThatLeftTheTableOrAPausedPortAreIgnored() throws {
         let gone = try FakePort()
         table.added(gone, descriptors: &descriptors)
-        let goneRegistration = try entry(of: gone, in: mode("gone", holding: gone)).registration
+        let goneEntry = try entry(of: gone, in: mode("gone", holding: gone))
         table.removed(gone, descriptors: &descriptors, poller: poller)
         gone.messageWaits = true
-        table.descriptorReady(goneRegistration, runningMode: mode("running"))
+        table.descriptorReady(goneEntry, runningMode: mode("running"))
         XCTAssertEqual(gone.asked, 0)
 
         let port = try FakePort()
         let other = mode("other", holding: port)
         table.added(port, descriptors: &descriptors)
-        let registration = try entry(of: port, in: other).registration
+        let entry = try entry(of: port, in: other)
         try deliver(from: port, in: other, .empty)
         XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
         port.messageWaits = true
-        table.descriptorReady(registration, runningMode: mode("running"))
-        table.descriptorReady(registration, runningMode: other)
+        table.descriptorReady(entry, runningMode: mode("running"))
+        table.descriptorReady(entry, runningMode: other)
         XCTAssertEqual(port.asked, 0)
         XCTAssertFalse(table.isQueuedAsReady(port))
         XCTAssertFalse(table.isQueuedAsReady(gone))
     }
 
-    func testAReportForARegistrationGoneIsNotTakenForTheNextOneInItsSlot() throws {
+    func testAReportCarriesItsPortSourceAndAReportForARegistrationGoneIsNotTakenForTheNextOneInItsSlot() throws {
         let first = try FakePort()
         table.added(first, descriptors: &descriptors)
-        let oldRegistration = try entry(of: first, in: mode("x", holding: first)).registration
+        let oldRegistration = try registration(of: first)
         table.removed(first, descriptors: &descriptors, poller: poller)
 
         let second = try FakePort()
         table.added(second, descriptors: &descriptors)
-        let newRegistration = try entry(of: second, in: mode("x", holding: second)).registration
+        let newEntry = try entry(of: second, in: mode("x", holding: second))
+        let newRegistration = try registration(of: second)
         XCTAssertEqual(newRegistration.slot, oldRegistration.slot, "the free slot is reused")
         XCTAssertNotEqual(newRegistration.token, oldRegistration.token)
         XCTAssertNil(descriptors.reported(oldRegistration.token, events: EPOLLIN.rawValue), "a report still in flight for the old one")
-        XCTAssertTrue(descriptors.reported(newRegistration.token, events: EPOLLIN.rawValue) === newRegistration)
+        XCTAssertTrue(descriptors.reported(newRegistration.token, events: EPOLLIN.rawValue) === newEntry,
+                      "the report hands over the port source itself")
         XCTAssertNil(descriptors.reported(Poller.wakeToken &+ 0x7FFF_0000, events: EPOLLIN.rawValue), "a slot never used")
         table.removed(second, descriptors: &descriptors, poller: poller)
+    }
+
+    func testAPortRemovedAndAddedAgainGetsANewSourceAndAReportForTheOldOneReachesNeither() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        applyChanges(for: items)
+        let oldEntry = try entry(of: port, in: items)
+        let oldToken = try registration(of: port).token
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        table.added(port, descriptors: &descriptors) // its descriptor again, as a handler may within one pass
+        let newEntry = try entry(of: port, in: items)
+        XCTAssertFalse(newEntry === oldEntry, "a new source, with a new registration")
+        XCTAssertNotEqual(try registration(of: port).token, oldToken)
+        try deliver(from: port, in: items, .empty)
+
+        XCTAssertNil(descriptors.reported(oldToken, events: EPOLLIN.rawValue), "a report still in flight for the old one")
+        table.descriptorReady(oldEntry, runningMode: items) // one that carried the old source anyway
+        XCTAssertNil(table.nextReady(in: items), "neither the old source nor the new one is queued by it")
+        XCTAssertFalse(table.isQueuedAsReady(port))
+
+        applyChanges(for: items)
+        port.signal()
+        try poller.wait(until: .now(), poll: true) { token, events in
+            if let entry = descriptors.reported(token, events: events) {
+                XCTAssertTrue(entry === newEntry)
+                table.descriptorReady(entry, runningMode: items)
+            }
+        }
+        XCTAssertTrue(try entry(of: port, in: items) === newEntry, "the new one's own report queues it")
+        table.removed(port, descriptors: &descriptors, poller: poller)
+    }
+
+    func testAPortThatLeavesBeforeTheNextSleepIsNotKeptAliveByItsRegistration() throws {
+        weak var left: FakePort?
+        try {
+            let port = try FakePort()
+            left = port
+            table.added(port, descriptors: &descriptors) // marked to join the poll set at the next sleep
+            XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
+            table.removed(port, descriptors: &descriptors, poller: poller)
+        }()
+        XCTAssertNil(left, "its registration, holding its source, left the table with it")
+        XCTAssertFalse(descriptors.needsApplying(for: mode("x")), "nothing is left to bring in line")
     }
 
     func testAPausedPortStaysInItsModesOutOfThePollSetAndIsQueuedWhenResumed() throws {
         let port = try FakePort()
         let items = mode("x", holding: port)
         table.added(port, descriptors: &descriptors)
-        let entry = try entry(of: port, in: items)
+        let registered = try registration(of: port)
         applyChanges(for: items)
         try deliver(from: port, in: items, .empty)
 
         XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
         XCTAssertTrue(table.isPaused(port))
-        XCTAssertEqual(entry.registration.registeredEvents, EPOLLIN.rawValue, "changes wait for the next sleep")
+        XCTAssertEqual(registered.registeredEvents, EPOLLIN.rawValue, "changes wait for the next sleep")
         applyChanges(for: items)
-        XCTAssertEqual(entry.registration.registeredEvents, 0, "out of the poll set: it cannot wake the loop")
+        XCTAssertEqual(registered.registeredEvents, 0, "out of the poll set: it cannot wake the loop")
         XCTAssertFalse(table.isEmpty)
         XCTAssertEqual(port.detachments, 0, "paused, not removed")
         XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors), "pausing twice is one pause")
@@ -260,7 +313,7 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertTrue(table.isQueuedAsReady(port), "signals that came while it was out of the poll set are lost: its receive finds out")
         XCTAssertEqual(port.asked, 0)
         applyChanges(for: items)
-        XCTAssertEqual(entry.registration.registeredEvents, EPOLLIN.rawValue)
+        XCTAssertEqual(registered.registeredEvents, EPOLLIN.rawValue)
 
         let stranger = try FakePort()
         XCTAssertFalse(table.setPaused(stranger, true, descriptors: &descriptors), "a port in no mode cannot be paused")
@@ -293,8 +346,8 @@ final class PortSourceTableTests: XCTestCase {
 
         port.signal()
         try poller.wait(until: .now(), poll: true) { token, events in
-            if let registration = descriptors.reported(token, events: events) {
-                table.descriptorReady(registration, runningMode: items)
+            if let entry = descriptors.reported(token, events: events) {
+                table.descriptorReady(entry, runningMode: items)
             }
         }
         XCTAssertTrue(table.isQueuedAsReady(port))

@@ -7,9 +7,6 @@ extension WorkerThread: LoopHandOff, LoopHandOffTarget {
     public typealias HandOffFailure = RunLoopError
     public typealias HandOffTarget = WorkerThread
 
-    /// This worker. Any thread.
-    public func nextHandOffTarget() -> WorkerThread { self }
-
     /// The worker's loop. Any thread.
     public var handOffLoop: ThreadRunLoop { loop }
 
