@@ -32,11 +32,14 @@ let package = Package(
         .systemLibrary(name: "CLinuxPoll"),
         // The async-signal-safe handler behind signal sources (C: a handler may do nothing else).
         .target(name: "CSignalRelay"),
+        // The buffers a socket reuses for the frames it hands libzmq (C11 atomics: a free
+        // list other threads give back to, lock-free). No libzmq call: RunLoopZMQ makes them.
+        .target(name: "CFramePool"),
         // The layers, lowest first; each target imports only the ones above it in this list.
         // System calls through one funnel with typed errno, locks, time, threads, signals.
         .target(name: "RunLoopSystem", dependencies: ["CLinuxPoll", "CSignalRelay"]),
         // libzmq's sockets, options, CURVE and socket monitors, over RunLoopSystem.
-        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "RunLoopSystem"]),
+        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "CFramePool", "RunLoopSystem"]),
         // The wire format as bytes only (docs/wire-format.md): no socket, no port.
         .target(name: "RunLoopWire"),
         // The run loop: modes, sources, timers, observers, performs, the poller and the
@@ -100,7 +103,7 @@ let package = Package(
         // plainly, where a test needs them to set up (RunLoopKitTests imports RunLoopCore
         // with @testable where a test reads a core internal: docs/architecture.md).
         .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem"]),
-        .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "RunLoopTestSupport"]),
+        .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "CFramePool", "RunLoopTestSupport"]),
         .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
         .testTarget(
             name: "RunLoopCoreTests",

@@ -1,4 +1,6 @@
+import CFramePool
 import CZeroMQ
+import Dispatch
 import Foundation
 import RunLoopSystem
 import RunLoopTestSupport
@@ -147,6 +149,223 @@ final class ZMQSocketTests: XCTestCase {
             SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv").description,
             "zmq_msg_recv failed: message has too many frames (code -1)"
         )
+    }
+
+    // MARK: - Frames filled in place (the frame pool)
+
+    /// A frame's bytes, distinct for each size and seed.
+    private func pattern(_ size: Int, seed: Int = 0) -> [UInt8] {
+        (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ size &+ seed &* 7) }
+    }
+
+    /// Sends `bytes` with `sendFrame(byteCount:more:dontWait:_:)`, filling the buffer it lends.
+    @discardableResult
+    private func sendFilled(_ socket: ZMQSocket, _ bytes: [UInt8], more: Bool = false, dontWait: Bool = false) throws -> Bool {
+        try socket.sendFrame(byteCount: bytes.count, more: more, dontWait: dontWait) { buffer in
+            precondition(buffer.count == bytes.count, "lent \(buffer.count) bytes for \(bytes.count)")
+            buffer.copyBytes(from: bytes)
+        }
+    }
+
+    private let poolClasses = 0..<Int32(RLK_FRAME_POOL_CLASSES)
+
+    /// The slots of each class `socket`'s pool has allocated, and how many are free in it now.
+    private func poolCounts(_ socket: ZMQSocket) throws -> (allocated: [Int], free: [Int]) {
+        let pool = try XCTUnwrap(socket.framePool, "the socket has a frame pool")
+        return (poolClasses.map { rlk_frame_pool_allocated(pool, $0) }, poolClasses.map { rlk_frame_pool_free(pool, $0) })
+    }
+
+    /// The frame pools and slots not yet freed in the process.
+    private struct LiveFramePools: Equatable {
+        var pools: Int
+        var slots: Int
+    }
+
+    private func liveFramePools() -> LiveFramePools {
+        LiveFramePools(pools: rlk_frame_pool_live_pools(), slots: rlk_frame_pool_live_slots())
+    }
+
+    /// Runs `body` with a context of its own, and returns once the context is terminated:
+    /// every socket closed and libzmq's threads done, so every message it held is closed.
+    private func withOwnContext(linger: Duration = .milliseconds(100), _ body: (ZMQContext) throws -> Void) throws {
+        try body(try ZMQContext(socketLinger: linger))
+    }
+
+    /// A bound PULL (5 s receive timeout) and a PUSH connected to it over `transport`.
+    private func pushPull(over transport: String, in context: ZMQContext) throws -> (push: ZMQSocket, pull: ZMQSocket) {
+        let pull = try ZMQSocket(context: context, type: .pull)
+        try pull.setOption(.receiveTimeout, 5000)
+        switch transport {
+        case "inproc": try pull.bind(uniqueInprocEndpoint())
+        case "ipc": try pull.bind("ipc://\(NSTemporaryDirectory())rlk-pool-\(UUID().uuidString)")
+        default: try pull.bind("tcp://127.0.0.1:*")
+        }
+        let push = try ZMQSocket(context: context, type: .push)
+        try push.connect(try pull.lastEndpoint)
+        return (push, pull)
+    }
+
+    func testFramesFilledInPlaceArriveByteExactOverInprocIPCAndTCPAtEverySize() throws {
+        let sizes = [1, 33, 34, 100, 256, 1000, 5000, 70_000, 200_000]
+        let before = liveFramePools()
+        for transport in ["inproc", "ipc", "tcp"] {
+            try withOwnContext { context in
+                let (push, pull) = try pushPull(over: transport, in: context)
+                for size in sizes {
+                    XCTAssertTrue(try sendFilled(push, pattern(size)))
+                    XCTAssertEqual(try pull.receive(dontWait: false), [pattern(size)], "\(transport), \(size) bytes")
+                    if size <= 33 { XCTAssertNil(push.framePool, "\(size) bytes went from the stack, not a pool") }
+                }
+                for (index, size) in sizes.enumerated() {
+                    XCTAssertTrue(try sendFilled(push, pattern(size, seed: 1), more: index < sizes.count - 1))
+                }
+                XCTAssertEqual(try pull.receive(dontWait: false), sizes.map { pattern($0, seed: 1) }, "\(transport), one message")
+
+                let (allocated, free) = try poolCounts(push)
+                if transport == "inproc" {
+                    // Each frame was closed by the receive, on this thread: one slot per class
+                    // used by the single frames (1,000 bytes in 1 KiB, 5,000 in 16 KiB), three
+                    // of 256 B for the multipart message's 34, 100 and 256 bytes; 70,000 and
+                    // 200,000 bytes fell back to libzmq's allocation.
+                    XCTAssertEqual(allocated, [3, 1, 0, 1, 0])
+                    XCTAssertEqual(free, allocated)
+                } else {
+                    // libzmq's I/O thread closes the frames when it has written them, so a
+                    // frame may still be out when the next takes a slot.
+                    XCTAssertEqual(allocated.map { $0 > 0 }, [true, true, false, true, false],
+                                   "\(transport): \(allocated); 70,000 and 200,000 bytes fell back")
+                }
+            }
+            XCTAssertEqual(liveFramePools(), before, "\(transport): every pool and slot freed with the sockets")
+        }
+    }
+
+    func testPooledBuffersComeBackSoSteadySendsAllocateNoNewSlot() throws {
+        let before = liveFramePools()
+        try withOwnContext { context in
+            let (push, pull) = try pushPull(over: "inproc", in: context)
+            // Windows of 50 frames of 85 bytes in flight, read after each window.
+            for round in 0..<200 {
+                for index in 0..<50 { XCTAssertTrue(try sendFilled(push, pattern(85, seed: round * 50 + index))) }
+                for index in 0..<50 {
+                    guard try pull.receive(dontWait: false) == [pattern(85, seed: round * 50 + index)] else {
+                        return XCTFail("round \(round), frame \(index) differs")
+                    }
+                }
+                let (allocated, free) = try poolCounts(push)
+                guard allocated == [50, 0, 0, 0, 0], free == allocated else {
+                    return XCTFail("round \(round): allocated \(allocated), free \(free)")
+                }
+            }
+            XCTAssertEqual(liveFramePools(), LiveFramePools(pools: before.pools + 1, slots: before.slots + 50))
+        }
+        XCTAssertEqual(liveFramePools(), before)
+    }
+
+    func testAFrameThatIsNotQueuedIsReleasedAndItsBufferGoesBackToThePool() throws {
+        let before = liveFramePools()
+        try withOwnContext { context in
+            let push = try ZMQSocket(context: context, type: .push) // no peer: nothing can be queued
+            for size in [10, 100, 2000, 100_000] {
+                XCTAssertFalse(try sendFilled(push, pattern(size), dontWait: true), "\(size) bytes")
+            }
+            XCTAssertFalse(try sendFilled(push, pattern(100), dontWait: true))
+            let (allocated, free) = try poolCounts(push)
+            XCTAssertEqual(allocated, [1, 0, 1, 0, 0], "100 and 2,000 bytes from the pool, 10 from the stack")
+            XCTAssertEqual(free, allocated, "nothing was queued, so every buffer came back")
+
+            let pull = try ZMQSocket(context: context, type: .pull) // cannot send: zmq_msg_send fails
+            XCTAssertThrowsError(try sendFilled(pull, pattern(100))) { error in
+                XCTAssertEqual(error as? SystemCallError, SystemCallError(code: .notSupported, call: "zmq_msg_send"))
+            }
+            XCTAssertThrowsError(try sendFilled(pull, pattern(100_000)))
+            XCTAssertEqual(try poolCounts(pull).allocated, [1, 0, 0, 0, 0])
+            XCTAssertEqual(try poolCounts(pull).free, [1, 0, 0, 0, 0])
+        }
+        XCTAssertEqual(liveFramePools(), before)
+    }
+
+    func testAFrameWhoseClassIsAtItsBoundFallsBackToLibzmqsAllocationAndStillArrives() throws {
+        let limit = rlk_frame_pool_class_limit(4)
+        try withOwnContext { context in
+            let (push, pull) = try pushPull(over: "inproc", in: context)
+            for index in 0..<(limit + 16) { XCTAssertTrue(try sendFilled(push, pattern(40_000, seed: index))) }
+            XCTAssertEqual(try poolCounts(push).allocated, [0, 0, 0, 0, limit], "16 frames fell back")
+            XCTAssertEqual(try poolCounts(push).free, [0, 0, 0, 0, 0])
+            for index in 0..<(limit + 16) {
+                XCTAssertEqual(try pull.receive(dontWait: false), [pattern(40_000, seed: index)], "frame \(index)")
+            }
+            XCTAssertEqual(try poolCounts(push).free, [0, 0, 0, 0, limit], "all back")
+        }
+    }
+
+    func testFramesQueuedUnreadWhenTheSenderClosesStillArriveIntactAndThenEverythingIsFreed() throws {
+        let sizes = [34, 100, 1000, 5000, 40_000]
+        let count = 200
+        let before = liveFramePools()
+        for transport in ["inproc", "ipc", "tcp"] {
+            // A long linger, so that ipc and tcp keep sending after the close.
+            try withOwnContext(linger: .seconds(10)) { context in
+                let (push, pull) = try pushPull(over: transport, in: context)
+                for index in 0..<count { XCTAssertTrue(try sendFilled(push, pattern(sizes[index % sizes.count], seed: index))) }
+                push.close() // retires the pool with its frames still queued
+                XCTAssertNil(push.framePool)
+                if transport == "inproc" {
+                    XCTAssertEqual(liveFramePools(), LiveFramePools(pools: before.pools + 1, slots: before.slots + count),
+                                   "all still in the pipe")
+                }
+                for index in 0..<count {
+                    guard try pull.receive(dontWait: false) == [pattern(sizes[index % sizes.count], seed: index)] else {
+                        return XCTFail("\(transport): frame \(index) differs")
+                    }
+                }
+                if transport == "inproc" {
+                    XCTAssertEqual(liveFramePools(), before, "the last receive freed the retired pool")
+                }
+            }
+            XCTAssertEqual(liveFramePools(), before, "\(transport): everything freed once libzmq closed the frames")
+        }
+    }
+
+    func testReceiversClosingFramesOnTheirThreadsWhileTheOwnerSendsLoseNoBuffer() throws {
+        let messages = runningUnderSanitizer ? 20_000 : 100_000
+        let before = liveFramePools()
+        try withOwnContext { context in
+            let endpoint = uniqueInprocEndpoint()
+            let push = try ZMQSocket(context: context, type: .push)
+            try push.bind(endpoint)
+            let receivers = try StampedFrameReceivers(count: 4, connectingTo: endpoint, in: context, expecting: messages)
+            defer { receivers.stop() }
+            for sequence in 0..<messages { try StampedFrameReceivers.send(sequence, from: push) }
+            receivers.waitForAll()
+            XCTAssertEqual(receivers.mismatches, 0)
+            let (allocated, free) = try poolCounts(push)
+            XCTAssertEqual(free, allocated, "every frame was closed, so every buffer came back")
+            for index in poolClasses where allocated[Int(index)] > rlk_frame_pool_class_limit(index) {
+                XCTFail("class \(index): \(allocated[Int(index)]) slots, over the bound")
+            }
+            print("\(messages) frames to 4 receiving threads; slots allocated per class: \(allocated)")
+        }
+        XCTAssertEqual(liveFramePools(), before)
+    }
+
+    func testClosingTheSenderWhileReceiversStillCloseItsFramesOnTheirThreadsFreesEverything() throws {
+        let messages = runningUnderSanitizer ? 4_000 : 20_000
+        let before = liveFramePools()
+        for round in 0..<(runningUnderSanitizer ? 3 : 5) {
+            try withOwnContext { context in
+                let endpoint = uniqueInprocEndpoint()
+                let push = try ZMQSocket(context: context, type: .push)
+                try push.bind(endpoint)
+                let receivers = try StampedFrameReceivers(count: 3, connectingTo: endpoint, in: context, expecting: messages)
+                defer { receivers.stop() }
+                for sequence in 0..<messages { try StampedFrameReceivers.send(sequence, from: push) }
+                push.close() // retired while the receivers are still reading and closing its frames
+                receivers.waitForAll()
+                XCTAssertEqual(receivers.mismatches, 0, "round \(round)")
+            }
+            XCTAssertEqual(liveFramePools(), before, "round \(round): every buffer and the pool freed")
+        }
     }
 
     // MARK: - Readiness
@@ -407,5 +626,91 @@ final class ZMQSocketTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(ZMQ.version, ZMQ.Version(major: 4, minor: 3, patch: 0))
         XCTAssertTrue(ZMQ.has("ipc"))
         XCTAssertFalse(ZMQ.has("no-such-capability"))
+    }
+}
+
+/// PULL sockets, each made, read and closed on a thread of its own, that check each frame
+/// `send(_:from:)` made and count them: they close libzmq's messages (and so give the
+/// sender's buffers back) on their threads.
+private final class StampedFrameReceivers: @unchecked Sendable {
+    private let expected: Int
+    private let counts = LockedValue((received: 0, mismatches: 0))
+    private let allReceived = DispatchSemaphore(value: 0)
+    private let context: ZMQContext
+    private var threads: [TestThread] = [] // the test's thread only
+
+    init(count: Int, connectingTo endpoint: String, in context: ZMQContext, expecting expected: Int) throws {
+        self.expected = expected
+        self.context = context
+        let ready = DispatchSemaphore(value: 0)
+        let failures = LockedValue<[String]>([])
+        for _ in 0..<count {
+            threads.append(TestThread { [self] in
+                do {
+                    let pull = try ZMQSocket(context: context, type: .pull)
+                    try pull.connect(endpoint)
+                    ready.signal()
+                    receive(on: pull)
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                    ready.signal()
+                }
+            })
+        }
+        for _ in 0..<count { ready.wait() }
+        if let failure = failures.withLock({ $0.first }) {
+            stop()
+            throw SystemCallError(code: .invalidArgument, call: "receiver: \(failure)")
+        }
+    }
+
+    /// Reads until the context is shut down.
+    private func receive(on pull: ZMQSocket) {
+        while true {
+            do {
+                let matches = try pull.receive(dontWait: false) { frames in
+                    frames.count == 1 && StampedFrameReceivers.isIntact(frames[0])
+                }
+                let received = counts.withLock { counts in
+                    counts.received += 1
+                    if matches != true { counts.mismatches += 1 }
+                    return counts.received
+                }
+                if received == expected { allReceived.signal() }
+            } catch {
+                return // terminated
+            }
+        }
+    }
+
+    /// The frame of message `sequence`: its sequence number, then bytes derived from it, in
+    /// sizes across every class (and over the largest).
+    static func send(_ sequence: Int, from push: ZMQSocket) throws {
+        let sizes = [34, 85, 300, 1500, 6000, 20_000, 50_000, 70_000]
+        let size = sizes[sequence % sizes.count]
+        _ = try push.sendFrame(byteCount: size, more: false, dontWait: false) { buffer in
+            buffer.storeBytes(of: UInt64(sequence), as: UInt64.self)
+            for offset in stride(from: 8, to: size, by: 97) {
+                buffer[offset] = UInt8(truncatingIfNeeded: sequence &+ offset)
+            }
+            buffer[size - 1] = UInt8(truncatingIfNeeded: sequence &* 3)
+        }
+    }
+
+    private static func isIntact(_ frame: UnsafeRawBufferPointer) -> Bool {
+        guard frame.count >= 34 else { return false }
+        let sequence = Int(frame.loadUnaligned(as: UInt64.self))
+        guard frame[frame.count - 1] == UInt8(truncatingIfNeeded: sequence &* 3) else { return false }
+        return stride(from: 8, to: frame.count - 1, by: 97).allSatisfy { frame[$0] == UInt8(truncatingIfNeeded: sequence &+ $0) }
+    }
+
+    var mismatches: Int { counts.withLock { $0.mismatches } }
+
+    func waitForAll() { waitOrFail(allReceived, seconds: 60, "every frame at the receivers") }
+
+    /// Ends the receivers' blocking reads (a context shutdown) and joins their threads.
+    func stop() {
+        try? context.shutdown()
+        for thread in threads { thread.join() }
     }
 }
