@@ -156,22 +156,32 @@ final class Results: @unchecked Sendable {
     var figures: [Figure] = [] // appended on one thread at a time (each scenario joins its thread)
 }
 
+/// On the sending thread: `send(count)` three times to warm up (connections, caches,
+/// libzmq's pipes, and the socket's frame pool, which grows to the most frames in flight
+/// at once: up to the high-water marks, 10,000 on each side), then once more, counted. The
+/// server's count of that round is left for the caller to take (`receiverAllocations`).
+func warmedUp(_ server: CountingServer, _ count: Int, _ send: (Int) -> PerMessage) -> PerMessage {
+    for _ in 0..<3 {
+        server.expect(count)
+        _ = send(count)
+        _ = server.receiverAllocations()
+    }
+    server.expect(count)
+    return send(count)
+}
+
 func oneWay(payload: Int, messages: Int, borrowing: Bool = false, budgets: (send: Double?, receive: Double?),
             into results: Results) throws {
     let server = try CountingServer(reply: false, borrowing: borrowing)
     let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: payload))])
     let remote: RemotePort = server.remote
-    let round = { (count: Int) -> (PerMessage, PerMessage) in
-        server.expect(count)
-        let send = onPlainThread {
-            try! allocations(per: count) {
-                for _ in 0..<count { try remote.send(message, timeout: .seconds(10)) }
-            }
+    let sendAll = { @Sendable (count: Int) -> PerMessage in
+        try! allocations(per: count) {
+            for _ in 0..<count { try remote.send(message, timeout: .seconds(10)) }
         }
-        return (send, server.receiverAllocations())
     }
-    _ = round(1_000) // warm up: connections, caches, libzmq's pipes
-    let (send, receive) = round(messages)
+    let send = onPlainThread { warmedUp(server, messages, sendAll) }
+    let receive = server.receiverAllocations()
     if !borrowing {
         results.figures.append(Figure(name: "send, \(payload) B, plain thread", perMessage: send, budget: budgets.send,
                                       libzmqBudget: 1))
@@ -194,18 +204,10 @@ func bytesSends(payload: Int, messages: Int, budget: Double?, into results: Resu
             }
         }
     }
-    server.expect(1_000)
-    _ = onPlainThread { sendAll(1_000) }
-    _ = server.receiverAllocations()
-    server.expect(messages)
-    let plain = onPlainThread { sendAll(messages) }
+    let plain = onPlainThread { warmedUp(server, messages, sendAll) }
     _ = server.receiverAllocations()
     let worker = try WorkerThread(name: "alloc-sender")
-    server.expect(1_000)
-    _ = try worker.performAndWait { sendAll(1_000) }
-    _ = server.receiverAllocations()
-    server.expect(messages)
-    let fromLoop = try worker.performAndWait { sendAll(messages) }
+    let fromLoop = try worker.performAndWait { warmedUp(server, messages, sendAll) }
     _ = server.receiverAllocations()
     worker.stop()
     results.figures.append(Figure(name: "send bytes, \(payload) B, plain thread", perMessage: plain, budget: budget,
