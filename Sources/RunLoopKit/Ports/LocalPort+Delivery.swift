@@ -104,8 +104,16 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// What a borrowing handler made of a message: its outcome, and for a request where the
     /// answer goes. (`nil` for a reply or failure sent to a port, dropped.)
     private struct BorrowedDelivery {
-        let request: (id: Int32, correlationID: UInt64, returnPath: ReturnPath)?
+        let request: BorrowedRequest?
         let outcome: Result<LoopMessage?, any Error>
+    }
+
+    /// A request a borrowing handler answered: where its answer goes. (A struct, not a
+    /// tuple: see `PortEnvelope.Checked`.)
+    private struct BorrowedRequest {
+        let id: Int32
+        let correlationID: UInt64
+        let returnPath: ReturnPath
     }
 
     /// Receives one message and delivers it to a borrowing handler while its frames are
@@ -114,20 +122,21 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     private func deliverInPlace(from socket: ZMQSocket, to handler: BorrowingHandler) -> PortDelivery {
         switch receiveOne(from: socket, { (frames) throws(WireFormatError) -> BorrowedDelivery? in
             guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
-            let (header, replyPort) = try PortEnvelope.check(body, limits: .default, replyAddresses: &replyAddresses)
-            let request: (id: Int32, correlationID: UInt64, returnPath: ReturnPath)?
+            let checked = try PortEnvelope.check(body, limits: .default, replyAddresses: &replyAddresses)
+            let header = checked.header
+            let request: BorrowedRequest?
             switch header.kind {
             case .message:
                 request = nil
             case .request:
-                request = (header.messageID, header.correlationID,
-                           ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
+                request = BorrowedRequest(id: header.messageID, correlationID: header.correlationID,
+                                          returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
             case .reply, .failure:
                 drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
                 return nil
             }
             statistics.countReceived()
-            let view = LoopMessageView(header: header, replyPort: replyPort,
+            let view = LoopMessageView(header: header, replyPort: checked.replyPort,
                                        sender: senderReader.sender(ofReceived: socket)?.sender)
             do {
                 return BorrowedDelivery(request: request, outcome: .success(try handler(view)))

@@ -41,13 +41,15 @@ extension PortEnvelope {
                        replyAddresses: inout ReplyAddressCache,
                        route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil)
         throws(WireFormatError) -> PortEnvelope {
-        let (header, replyPort) = try check(frames, limits: limits, replyAddresses: &replyAddresses)
+        let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
+        let header = checked.header
         let components = decodeComponents(header)
         var returnPath: ReturnPath?
         if case .request = header.kind, let route { // a pattern, not the cross-module `==`
             returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
         }
-        return PortEnvelope(header.kind, LoopMessage(id: header.messageID, components: components, replyPort: replyPort),
+        return PortEnvelope(header.kind, LoopMessage(id: header.messageID, components: components,
+                                                     replyPort: checked.replyPort),
                             correlationID: header.correlationID, returnPath: returnPath)
     }
 
@@ -57,8 +59,7 @@ extension PortEnvelope {
     /// component's address, in place (no string is made). What both a port's owned and
     /// borrowed deliveries, and a requester's connection, receive through.
     static func check(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
-                      replyAddresses: inout ReplyAddressCache)
-        throws(WireFormatError) -> (header: WireCodec.CheckedHeader, replyPort: RemotePort?) {
+                      replyAddresses: inout ReplyAddressCache) throws(WireFormatError) -> Checked {
         let header = try WireCodec.checkedHeader(frames, limits: limits)
         var replyPort: RemotePort?
         if !header.replyPort.isEmpty {
@@ -76,7 +77,15 @@ extension PortEnvelope {
                 index += 1
             }
         }
-        return (header, replyPort)
+        return Checked(header: header, replyPort: replyPort)
+    }
+
+    /// A message that passed `check`: its header and its reply port. A struct, not a tuple:
+    /// the runtime copies and destroys a tuple holding a reference through its generic
+    /// tuple witnesses, about a hundred instructions per message here.
+    struct Checked {
+        let header: WireCodec.CheckedHeader
+        let replyPort: RemotePort?
     }
 
     /// The components (checked by `check`), each data component copied once.
