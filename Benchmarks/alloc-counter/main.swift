@@ -128,6 +128,14 @@ final class CountingServer: @unchecked Sendable {
         return endCount.since(startCount, per: expected - 1)
     }
 
+    /// Holds the server's loop (its thread waits) until the returned semaphore is signalled,
+    /// so that what is sent meanwhile stays in flight.
+    func hold() throws -> DispatchSemaphore {
+        let gate = DispatchSemaphore(value: 0)
+        try worker.perform { gate.wait() }
+        return gate
+    }
+
     func stop() { worker.stop() }
 }
 
@@ -156,16 +164,25 @@ final class Results: @unchecked Sendable {
     var figures: [Figure] = [] // appended on one thread at a time (each scenario joins its thread)
 }
 
-/// On the sending thread: `send(count)` three times to warm up (connections, caches,
-/// libzmq's pipes, and the socket's frame pool, which grows to the most frames in flight
-/// at once: up to the high-water marks, 10,000 on each side), then once more, counted. The
-/// server's count of that round is left for the caller to take (`receiverAllocations`).
+/// On the sending thread: warms up, then `send(count)`, counted. The server's count of that
+/// round is left for the caller to take (`receiverAllocations`).
+///
+/// The warm-up fills what a steady state reuses: connections, caches, libzmq's pipes, and
+/// the socket's frame pool, which grows to the most frames in flight at once, up to a bound
+/// per size class (16,384 frames of up to 256 bytes, 4,096 of up to 1 KiB). So the server
+/// is held while `inFlight` messages are sent, more than either bound and fewer than the
+/// high-water marks let wait (10,000 on each side): the pool is then at its bound, however
+/// deep a later round's queue gets on a busy machine. One free-running round follows.
 func warmedUp(_ server: CountingServer, _ count: Int, _ send: (Int) -> PerMessage) -> PerMessage {
-    for _ in 0..<3 {
-        server.expect(count)
-        _ = send(count)
-        _ = server.receiverAllocations()
-    }
+    let inFlight = 17_000
+    server.expect(inFlight)
+    let gate = try! server.hold()
+    _ = send(inFlight)
+    gate.signal()
+    _ = server.receiverAllocations()
+    server.expect(count)
+    _ = send(count)
+    _ = server.receiverAllocations()
     server.expect(count)
     return send(count)
 }
