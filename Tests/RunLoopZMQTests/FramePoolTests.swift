@@ -119,7 +119,9 @@ final class FramePoolTests: XCTestCase {
         let givers = (0..<4).map { _ in Giver() }
         let mismatches = LockedValue(0)
         let threads = givers.map { giver in TestThread { giver.run(mismatches: mismatches) } }
+        defer { Giver.stop(givers, threads) }
         let pool = try XCTUnwrap(rlk_frame_pool_create())
+        defer { rlk_frame_pool_retire(pool) }
         let sizes = [34, 100, 256, 1000, 4000, 16000, 60000]
         var fallbacks = 0
         for sequence in 0..<takes {
@@ -134,8 +136,7 @@ final class FramePoolTests: XCTestCase {
             givers[sequence % givers.count].put(.buffer(UInt(bitPattern: buffer), pool: UInt(bitPattern: pool),
                                                         stamp: stamp, size: size))
         }
-        for giver in givers { giver.put(.stop) }
-        for thread in threads { thread.join() }
+        Giver.stop(givers, threads)
 
         XCTAssertEqual(mismatches.withLock { $0 }, 0, "a buffer was handed out again while still out")
         let allocated = allocated(pool)
@@ -144,7 +145,6 @@ final class FramePoolTests: XCTestCase {
             XCTFail("class \(index) allocated \(allocated[Int(index)]) slots, over its bound")
         }
         print("\(takes) takes, \(fallbacks) fallbacks, slots allocated per class: \(allocated)")
-        rlk_frame_pool_retire(pool)
     }
 
     func testRetiringWhileOtherThreadsGiveBackFreesEveryBufferAndThePoolExactlyOnce() throws {
@@ -152,6 +152,7 @@ final class FramePoolTests: XCTestCase {
         let givers = (0..<3).map { _ in Giver() }
         let mismatches = LockedValue(0)
         let threads = givers.map { giver in TestThread { giver.run(mismatches: mismatches) } }
+        defer { Giver.stop(givers, threads) } // a failed round returns early
         let roundsDone = DispatchSemaphore(value: 0)
         let rounds = runningUnderSanitizer ? 300 : 2000
         for round in 0..<rounds {
@@ -174,8 +175,7 @@ final class FramePoolTests: XCTestCase {
                                + "\(rlk_frame_pool_live_slots() - slotsBefore) slots not freed")
             }
         }
-        for giver in givers { giver.put(.stop) }
-        for thread in threads { thread.join() }
+        Giver.stop(givers, threads)
         XCTAssertEqual(mismatches.withLock { $0 }, 0)
     }
 }
@@ -208,6 +208,19 @@ private final class Giver: @unchecked Sendable {
             return item
         }
     }
+
+    /// Stops the givers once they have given back what they were handed, and joins their
+    /// threads. A second call does nothing.
+    static func stop(_ givers: [Giver], _ threads: [TestThread]) {
+        for giver in givers where !giver.stopped {
+            giver.stopped = true
+            giver.put(.stop)
+        }
+        for thread in threads { thread.join() }
+    }
+
+    /// Whether `stop` was sent; the owner's thread only.
+    private var stopped = false
 
     func run(mismatches: LockedValue<Int>) {
         while true {
