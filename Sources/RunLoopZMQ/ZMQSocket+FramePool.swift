@@ -1,0 +1,103 @@
+import CFramePool
+import CZeroMQ
+import RunLoopSystem
+
+/// Sending a frame filled in place, from the socket's frame pool (`framePool`, made and
+/// retired in ZMQSocket.swift): the buffers handed to libzmq with `zmq_msg_init_data`.
+extension ZMQSocket {
+    /// Sends one frame of `byteCount` bytes that `fill` writes in place (exactly
+    /// `byteCount` bytes), with no copy of the caller's: for a frame made from parts, or
+    /// encoded straight into the buffer libzmq sends.
+    ///
+    /// Where the bytes go, by size:
+    /// - at most `verySmallFrameSize` (33 on 64-bit): a stack buffer, and `zmq_send`, which
+    ///   copies them into the `zmq_msg_t` itself. Nothing is allocated.
+    /// - up to 64 KiB: a buffer from the socket's frame pool (`framePool`), handed to
+    ///   libzmq with `zmq_msg_init_data` (libzmq allocates only its 40-byte control block);
+    ///   libzmq gives it back to the pool from the thread that closes the message. In a
+    ///   steady state nothing is allocated for it. Without `zmq_msg_init_data`, libzmq
+    ///   would allocate `40 + byteCount` bytes for every frame, which the receiving thread
+    ///   frees: from about 80 bytes on, outside glibc's fast bins, both threads then take
+    ///   the arena's lock, which halves the throughput of small frames.
+    /// - larger, or when the pool's class is at its bound: `zmq_msg_init_size`, libzmq's
+    ///   allocation, filled in place.
+    ///
+    /// Otherwise as `sendFrame(_:more:dontWait:)`: the frames of one message follow each
+    /// other with `more` set on all but the last, and only the first may use `dontWait`.
+    /// A frame that is not queued is released (its buffer goes back to the pool).
+    ///
+    /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
+    @inlinable
+    package func sendFrame(byteCount: Int, more: Bool, dontWait: Bool,
+                           _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws(SystemCallError) -> Bool {
+        if byteCount <= ZMQSocket.verySmallFrameSize {
+            return try withUnsafeTemporaryAllocation(byteCount: ZMQSocket.verySmallFrameSize, alignment: 16) {
+                buffer throws(SystemCallError) in
+                let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[..<byteCount])
+                fill(bytes)
+                return try sendFrame(UnsafeRawBufferPointer(bytes), more: more, dontWait: dontWait)
+            }
+        }
+        return try withUnsafeTemporaryAllocation(of: zmq_msg_t.self, capacity: 1) { slot throws(SystemCallError) in
+            let message = slot.baseAddress.unsafelyUnwrapped
+            let data: UnsafeMutableRawPointer
+            if let pool = framePool ?? makeFramePool(), let buffer = rlk_frame_pool_take(pool, byteCount) {
+                try initMessage(message, pooled: buffer, byteCount: byteCount, pool: pool)
+                data = buffer
+            } else {
+                try zmqCall("zmq_msg_init_size") { zmq_msg_init_size(message, byteCount) }
+                data = zmq_msg_data(message)
+            }
+            fill(UnsafeMutableRawBufferPointer(start: data, count: byteCount))
+            return try sendMessage(message, more: more, dontWait: dontWait)
+        }
+    }
+
+    /// The largest frame libzmq keeps inside its `zmq_msg_t` rather than in a buffer of its
+    /// own: `max_vsm_size` in libzmq's `msg.hpp` (4.3.4), 64 − (a pointer + 3 + 16 + 4),
+    /// 33 bytes on 64-bit. `zmq_send` of such a frame allocates nothing.
+    @inlinable
+    package static var verySmallFrameSize: Int { 64 - (MemoryLayout<UnsafeRawPointer>.size + 3 + 16 + 4) }
+
+    /// `zmq_msg_init_data` of a pool's buffer, which libzmq gives back to the pool when it
+    /// closes the message; if it fails, the buffer goes back at once.
+    @usableFromInline @inline(__always)
+    func initMessage(_ message: UnsafeMutablePointer<zmq_msg_t>, pooled buffer: UnsafeMutableRawPointer,
+                     byteCount: Int, pool: OpaquePointer) throws(SystemCallError) {
+        do throws(SystemCallError) {
+            try zmqCall("zmq_msg_init_data") {
+                zmq_msg_init_data(message, buffer, byteCount, rlk_frame_pool_give_back, UnsafeMutableRawPointer(pool))
+            }
+        } catch {
+            rlk_frame_pool_give_back(buffer, UnsafeMutableRawPointer(pool)) // libzmq did not take it
+            throw error
+        }
+    }
+
+    /// `zmq_msg_send` of an initialized message, as `sendFrame(_:more:dontWait:)` sends; a
+    /// message not queued (or failing) is closed, which releases its buffer (a pool's
+    /// buffer goes back to the pool).
+    @usableFromInline @inline(__always)
+    func sendMessage(_ message: UnsafeMutablePointer<zmq_msg_t>, more: Bool, dontWait: Bool) throws(SystemCallError) -> Bool {
+        let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
+        do throws(SystemCallError) {
+            if !dontWait {
+                try zmqCall("zmq_msg_send") { zmq_msg_send(message, handle, flags) }
+                return true
+            }
+            if try zmqNonBlockingCall("zmq_msg_send", { zmq_msg_send(message, handle, flags) }) != nil {
+                return true
+            }
+            // A failed zmq_msg_send leaves the message as it was: try it again, once.
+            if try isReady(for: .pollOut),
+               try zmqNonBlockingCall("zmq_msg_send", { zmq_msg_send(message, handle, flags) }) != nil {
+                return true
+            }
+        } catch {
+            zmq_msg_close(message)
+            throw error
+        }
+        zmq_msg_close(message) // not queued
+        return false
+    }
+}
