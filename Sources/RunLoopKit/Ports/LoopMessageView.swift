@@ -48,7 +48,7 @@ public struct LoopMessageView: ~Copyable {
     /// Port component `index` (made on each call), or nil for data. O(`index`), as `isPort(at:)`.
     public func port(at index: Int) -> RemotePort? {
         let component = header.component(at: index)
-        return component.isPort ? Self.port(component.bytes) : nil
+        return component.isPort ? RemotePort(checkedAddress: component.bytes) : nil
     }
 
     /// The bytes of the first data component, if any, valid until the handler returns.
@@ -59,16 +59,9 @@ public struct LoopMessageView: ~Copyable {
 
     /// The message, copied: what a `LocalPort.Handler` would have been given.
     public var owned: LoopMessage {
-        let components = header.components.map { component -> LoopMessage.Component in
-            component.isPort ? .port(Self.port(component.bytes)) : .data([UInt8](component.bytes))
-        }
+        let components = header.components.map(LoopMessage.Component.init(received:))
         var message = LoopMessage(id: id, components: components, replyPort: replyPort)
         message.sender = sender
         return message
-    }
-
-    /// The port whose (checked) address is `bytes`.
-    private static func port(_ bytes: UnsafeRawBufferPointer) -> RemotePort {
-        RemotePort(PortAddress(unchecked: String(decoding: bytes, as: UTF8.self)))
     }
 }

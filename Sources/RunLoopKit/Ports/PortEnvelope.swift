@@ -92,18 +92,27 @@ extension PortEnvelope {
     private static func decodeComponents(_ header: WireCodec.CheckedHeader) -> [LoopMessage.Component] {
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
-        for component in header.components {
-            if component.isPort {
-                components.append(.port(RemotePort(PortAddress(unchecked: String(decoding: component.bytes, as: UTF8.self)))))
-            } else {
-                components.append(.data([UInt8](component.bytes)))
-            }
-        }
+        for component in header.components { components.append(LoopMessage.Component(received: component)) }
         return components
     }
 
     /// What a drop of a message the decoder rejected with `error` is counted as.
     static func dropReason(rejecting error: WireFormatError) -> MessageDropReason {
         if case .unsupportedVersion = error { .unsupportedVersion } else { .malformed }
+    }
+}
+
+extension LoopMessage.Component {
+    /// The component a checked message holds (`PortEnvelope.check`), a data component's
+    /// bytes copied once: what the owned receive and `LoopMessageView.owned` both make.
+    init(received component: WireCodec.ComponentBytes) {
+        self = component.isPort ? .port(RemotePort(checkedAddress: component.bytes)) : .data([UInt8](component.bytes))
+    }
+}
+
+extension RemotePort {
+    /// The port whose address `bytes` hold, already checked (`WireCodec.isValidAddress`).
+    init(checkedAddress bytes: UnsafeRawBufferPointer) {
+        self.init(PortAddress(unchecked: String(decoding: bytes, as: UTF8.self)))
     }
 }
