@@ -236,11 +236,18 @@ size_t rlk_frame_pool_allocated(const rlk_frame_pool *pool, int size_class) {
     return size_class >= 0 && size_class < RLK_FRAME_POOL_CLASSES ? pool->allocated[size_class] : 0;
 }
 
-size_t rlk_frame_pool_free(rlk_frame_pool *pool, int size_class) {
+size_t rlk_frame_pool_free(const rlk_frame_pool *pool, int size_class) {
     if (size_class < 0 || size_class >= RLK_FRAME_POOL_CLASSES) return 0;
-    collect_given_back(pool);
     size_t count = 0;
     for (struct slot *slot = pool->private_free[size_class]; slot; slot = slot->next) count += 1;
+    // The shared list as it is now, left in place (counting must not change what a later
+    // `take` finds). Only the owner, this thread, ever takes slots off it, and givers only
+    // push in front of the head: the slots after the head read here stay where they are,
+    // their links written before the release that published them.
+    uintptr_t head = atomic_load_explicit(&((rlk_frame_pool *)pool)->shared, memory_order_acquire);
+    for (struct slot *slot = (struct slot *)head; slot; slot = slot->next) {
+        if (slot->size_class == (uint32_t)size_class) count += 1;
+    }
     return count;
 }
 

@@ -75,10 +75,10 @@ size_t rlk_frame_pool_class_limit(int size_class);
 /// pool frees none). Owner thread only.
 size_t rlk_frame_pool_allocated(const rlk_frame_pool *pool, int size_class);
 
-/// How many of those slots are free in the pool now, after taking what other threads
-/// gave back; the rest are out (being filled by the owner, or inside libzmq). Owner
-/// thread only.
-size_t rlk_frame_pool_free(rlk_frame_pool *pool, int size_class);
+/// How many of those slots are free in the pool now, its own and those other threads have
+/// given back; the rest are out (being filled by the owner, or inside libzmq). Counting
+/// moves nothing: a `take` after it finds the lists as they were. Owner thread only.
+size_t rlk_frame_pool_free(const rlk_frame_pool *pool, int size_class);
 
 /// In the whole process, the pools not yet freed (a retired pool with buffers still out
 /// counts) and the slots not yet freed, in any pool. Any thread.
