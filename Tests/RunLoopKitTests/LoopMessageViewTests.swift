@@ -68,6 +68,41 @@ final class LoopMessageViewTests: XCTestCase {
         port.invalidate()
     }
 
+    /// A request whose borrowing handler runs the loop, which answers another request of
+    /// the same port meanwhile: each requester gets its own reply.
+    func testARequestAnsweredInsideAnotherRequestsHandlerLeavesEachItsOwnReply() throws {
+        var handled: [String] = []
+        let port = try LocalPort()
+        let innerRequester = LockedValue<TestThread?>(nil)
+        let replies = LockedValue<[String]>([])
+        let remote = port.remote
+        @Sendable func request(_ text: String) {
+            do {
+                let reply = try remote.sendRequest(LoopMessage(id: 7, text: text), receiveTimeout: .seconds(60))
+                replies.withLock { $0.append(reply.text ?? "?") }
+            } catch {
+                replies.withLock { $0.append("\(error)") }
+            }
+        }
+        port.borrowingHandler = { view in
+            let text = String(decoding: view.firstData!, as: UTF8.self)
+            if text == "outer" {
+                innerRequester.withLock { $0 = TestThread { request("inner") } }
+                XCTAssertTrue(runCurrentLoop { handled == ["inner"] }, "the nested run handled the inner request")
+            }
+            handled.append(text)
+            return LoopMessage(id: 0, text: "reply to \(text)")
+        }
+        loop.add(port, to: .default)
+        let outerRequester = TestThread { request("outer") }
+        XCTAssertTrue(runCurrentLoop { handled.count == 2 })
+        outerRequester.join() // each returns with its reply
+        innerRequester.withLock { $0 }?.join()
+        XCTAssertEqual(handled, ["inner", "outer"])
+        XCTAssertEqual(replies.withLock { $0 }.sorted(), ["reply to inner", "reply to outer"])
+        port.invalidate()
+    }
+
     /// The lent frames stay where they are while the handler runs the loop and the same
     /// port delivers another message meanwhile (received into slots of its own).
     func testAViewStaysIntactWhileItsHandlerRunsTheLoopAndTheSamePortDeliversAgain() throws {

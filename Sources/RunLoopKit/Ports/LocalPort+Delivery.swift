@@ -101,58 +101,61 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         sendReply(failure, as: .failure, correlationID: correlationID, via: returnPath)
     }
 
-    /// What a borrowing handler made of a message: its outcome, and for a request where the
-    /// answer goes. (`nil` for a reply or failure sent to a port, dropped.)
-    private struct BorrowedDelivery {
-        let request: BorrowedRequest?
-        let outcome: Result<LoopMessage?, any Error>
-    }
-
-    /// A request a borrowing handler answered: where its answer goes. (A struct, not a
-    /// tuple: see `PortEnvelope.Checked`.)
-    private struct BorrowedRequest {
-        let id: Int32
-        let correlationID: UInt64
-        let returnPath: ReturnPath
+    /// What one borrowed delivery came to, as its receive returns it: a trivial enum, so
+    /// that nothing of it is copied or destroyed through value witnesses per message (a
+    /// request's answer waits in `borrowedAnswer` instead).
+    private enum BorrowedOutcome {
+        case handled
+        /// A request was handled; its answer is in `borrowedAnswer`.
+        case answered
+        /// A reply or failure sent to a port (dropped and counted).
+        case dropped
     }
 
     /// Receives one message and delivers it to a borrowing handler while its frames are
     /// still lent (checked as every message is: `PortEnvelope.check`); a request is answered
     /// once they are given back.
     private func deliverInPlace(from socket: ZMQSocket, to handler: BorrowingHandler) -> PortDelivery {
-        switch receiveOne(from: socket, { (frames) throws(WireFormatError) -> BorrowedDelivery? in
+        switch receiveOne(from: socket, { (frames) throws(WireFormatError) -> BorrowedOutcome in
             guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
             let checked = try PortEnvelope.check(body, limits: .default, replyAddresses: &replyAddresses)
-            let header = checked.header
-            let request: BorrowedRequest?
-            switch header.kind {
-            case .message:
-                request = nil
-            case .request:
-                request = BorrowedRequest(id: header.messageID, correlationID: header.correlationID,
-                                          returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
-            case .reply, .failure:
-                drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
-                return nil
-            }
+            let kind = checked.header.kind
+            if case .reply = kind { return dropLateReply(checked.header) }
+            if case .failure = kind { return dropLateReply(checked.header) }
             statistics.countReceived()
-            let view = LoopMessageView(header: header, replyPort: checked.replyPort,
-                                       sender: senderReader.sender(ofReceived: socket)?.sender)
+            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket)?.sender)
+            guard view.isRequest else {
+                do { _ = try handler(view) } catch { report(error, handling: view.owned) }
+                return .handled
+            }
+            let request = BorrowedRequest(id: view.id, correlationID: checked.header.correlationID,
+                                          returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
+            let outcome: Result<LoopMessage?, any Error>
             do {
-                return BorrowedDelivery(request: request, outcome: .success(try handler(view)))
+                outcome = .success(try handler(view))
             } catch {
                 report(error, handling: view.owned)
-                return BorrowedDelivery(request: request, outcome: .failure(error))
+                outcome = .failure(error)
             }
+            // Set after the handler: a nested run inside it has answered its own by now.
+            borrowedAnswer = BorrowedAnswer(request: request, outcome: outcome)
+            return .answered
         }) {
         case .empty: return .empty
-        case .dropped, .decoded(nil): return .dropped
-        case .decoded(let delivery?):
-            if let request = delivery.request {
-                answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: delivery.outcome)
+        case .dropped, .decoded(.dropped): return .dropped
+        case .decoded(.handled): return .delivered
+        case .decoded(.answered):
+            if let answer = borrowedAnswer.take() {
+                let request = answer.request
+                self.answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: answer.outcome)
             }
             return .delivered
         }
+    }
+
+    private func dropLateReply(_ header: WireCodec.CheckedHeader) -> BorrowedOutcome {
+        drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
+        return .dropped
     }
 
     /// The most bytes of a handler's error description a failure reply carries.
@@ -198,4 +201,18 @@ extension LocalPort {
             "port": "\(self)", "reason": "\(reason)", "detail": "\(detail())",
         ])
     }
+}
+
+/// A request a borrowing handler answered, waiting for its frames to be given back:
+/// where its answer goes and what the handler made of it.
+struct BorrowedAnswer {
+    let request: BorrowedRequest
+    let outcome: Result<LoopMessage?, any Error>
+}
+
+/// Where a borrowed request's answer goes. (A struct, not a tuple: see `PortEnvelope.Checked`.)
+struct BorrowedRequest {
+    let id: Int32
+    let correlationID: UInt64
+    let returnPath: ReturnPath
 }

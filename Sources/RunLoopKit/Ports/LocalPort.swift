@@ -64,6 +64,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache() // The decoder's alone.
     /// Reads each received message's sender (see `MessageSender`); the receive path's alone.
     @exclusivity(unchecked) var senderReader = MessageSenderReader()
+    /// A request a borrowing handler answered, from its handler's return until its frames
+    /// are given back and the answer is sent (`deliverInPlace`); the receive path's alone.
+    @exclusivity(unchecked) var borrowedAnswer: BorrowedAnswer?
     /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
     private(set) var requiresCurve = false
     /// The ZAP domain the port's allow-list is registered under, if it has one. Owner thread only.

@@ -19,14 +19,14 @@ public struct LoopMessageView: ~Copyable {
     public let sender: MessageSender?
     private let header: WireCodec.CheckedHeader
 
-    /// `header` was read from the wire message's own frames and checked
-    /// (`PortEnvelope.check`: the format and every address).
-    init(header: WireCodec.CheckedHeader, replyPort: RemotePort?, sender: MessageSender?) {
+    /// The message `PortEnvelope.check` read from the wire message's own frames and
+    /// checked (the format and every address).
+    init(_ checked: consuming PortEnvelope.Checked, sender: MessageSender?) {
+        header = checked.header
         id = header.messageID
         if case .request = header.kind { isRequest = true } else { isRequest = false }
-        self.replyPort = replyPort
+        replyPort = checked.replyPort
         self.sender = sender
-        self.header = header
     }
 
     /// How many components the message has.

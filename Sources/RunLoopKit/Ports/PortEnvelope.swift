@@ -58,6 +58,7 @@ extension PortEnvelope {
     /// `replyAddresses`, which reuses the last one for the same bytes), then each port
     /// component's address, in place (no string is made). What both a port's owned and
     /// borrowed deliveries, and a requester's connection, receive through.
+    @inline(__always) // so that no `Checked` is returned, copied and destroyed per message
     static func check(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
                       replyAddresses: inout ReplyAddressCache) throws(WireFormatError) -> Checked {
         let header = try WireCodec.checkedHeader(frames, limits: limits)
