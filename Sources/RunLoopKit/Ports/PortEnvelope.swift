@@ -91,6 +91,9 @@ extension PortEnvelope {
 
     /// The components (checked by `check`), each data component copied once.
     private static func decodeComponents(_ header: WireCodec.CheckedHeader) -> [LoopMessage.Component] {
+        // The common message of one component, as a literal: its array is allocated at its
+        // size at once, with none of `reserveCapacity`'s growth path.
+        if header.componentCount == 1 { return [LoopMessage.Component(received: header.component(at: 0))] }
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
         for component in header.components { components.append(LoopMessage.Component(received: component)) }
