@@ -47,6 +47,24 @@ final class ThreadRunLoopPortTests: XCTestCase {
         }
     }
 
+    func testABatchOfSlowHandlersEndsOnceItsTimeIsSpentAtTheNextClockRead() {
+        // Each handler works for 200 µs (of the thread's wall time: a busier machine only
+        // makes it longer), so 500 µs are spent by the third message and the batch ends at
+        // the first clock read after it, the fourth. Without the time bound it would be 20.
+        let stride = ThreadRunLoop.portBatchClockStride
+        withQueuedMessages(20) { loop, _, log in
+            log.onHandled = { id in
+                let until = ContinuousClock.now + .microseconds(200)
+                while ContinuousClock.now < until {}
+                if id == 19 { loop.stop() }
+            }
+            XCTAssertEqual(loop.run(mode: .default, until: .after(.seconds(20)), returnAfterSourceHandled: false), .stopped)
+            XCTAssertEqual(log.ids, Array(0..<20))
+            XCTAssertLessThanOrEqual(log.largestBatch, stride, "the batch ended at the first clock read past 500 µs")
+            XCTAssertGreaterThanOrEqual(log.passes, 20 / stride)
+        }
+    }
+
     func testARunThatReturnsAfterAHandledSourceTakesOneMessage() {
         withQueuedMessages(5) { loop, _, log in
             XCTAssertEqual(loop.run(mode: .default, timeout: .seconds(10), returnAfterSourceHandled: true), .handledSource)
