@@ -48,12 +48,14 @@ final class PortEnvelopeTests: XCTestCase {
     func testDecodingFramesWhereTheSocketPutThemGivesBackTheEnvelopeSent() throws {
         let (push, pull) = try makePushPull()
         var replyAddresses = ReplyAddressCache()
+        var storage = ReceivedMessageStorage()
         // Twice over, so the second round's reply address comes from the cache.
         for envelope in envelopes + envelopes {
             XCTAssertTrue(try push.send(envelope.message, as: envelope.kind, correlationID: envelope.correlationID, dontWait: true))
             let decoded = try pull.receive(dontWait: false) { frames in
                 Result { () throws(WireFormatError) in
-                    try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                    try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses,
+                                            storage: &storage)
                 }
             }
             XCTAssertEqual(try decoded?.get(), envelope)
@@ -66,9 +68,10 @@ final class PortEnvelopeTests: XCTestCase {
                                                   components: [.data([1]), .port(address: "nope://x")]))
         XCTAssertTrue(try push.send(frames, dontWait: false))
         var replyAddresses = ReplyAddressCache()
+        var storage = ReceivedMessageStorage()
         let decoded = try pull.receive(dontWait: false) { frames in
             Result { () throws(WireFormatError) in
-                try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
+                try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses, storage: &storage)
             }
         }
         XCTAssertThrowsError(try decoded?.get()) { XCTAssertEqual($0 as? WireFormatError, .addressInvalid(component: 1)) }

@@ -18,18 +18,15 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         guard let socket else { return .empty }
         if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
         // The frames are given back before the handler runs: it may receive again (a nested run).
-        switch receiveOne(from: socket, { (frames) throws(WireFormatError) in
+        return receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
             var envelope = try decodeIncoming(frames)
             // Sender identity (docs/security.md): read from the frames' metadata while they are held.
             envelope.message.senderBox = senderReader.sender(ofReceived: socket)
             return envelope
-        }) {
-        case .empty: return .empty
-        case .dropped: return .dropped
-        case .decoded(let envelope):
+        }, deliver: { envelope in
             deliver(envelope)
             return .delivered
-        }
+        })
     }
 
     /// The message in the frames a ROUTER socket received: the sender's routing id first,
@@ -37,17 +34,18 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     private func decodeIncoming(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> PortEnvelope {
         guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
         return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
-                                       route: (routingID, hasDelimiter))
+                                       route: (routingID, hasDelimiter), storage: &storage)
     }
 
     package func detachedFromLoop() {}
 
-    private func deliver(_ envelope: PortEnvelope) {
+    private func deliver(_ envelope: consuming PortEnvelope) {
         statistics.countReceived()
         switch envelope.kind {
         case .message:
             guard let handler else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
             do { _ = try handler(envelope.message) } catch { report(error, handling: envelope.message) }
+            storage.recycle(&envelope.message.components)
         case .request:
             guard let handler else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
             // No `Result` in between: on the request path its generic copies cost more than the rest.
@@ -59,6 +57,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 report(error, handling: envelope.message)
                 sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
             }
+            storage.recycle(&envelope.message.components) // after the answer, which may be the request itself
         case .reply, .failure:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.
             drop(.lateReply, "a \(envelope.kind) sent to a port, correlation id \(envelope.correlationID)")
@@ -116,7 +115,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// still lent (checked as every message is: `PortEnvelope.check`); a request is answered
     /// once they are given back.
     private func deliverInPlace(from socket: ZMQSocket, to handler: BorrowingHandler) -> PortDelivery {
-        switch receiveOne(from: socket, { (frames) throws(WireFormatError) -> BorrowedOutcome in
+        receiveOne(from: socket, decode: { (frames) throws(WireFormatError) -> BorrowedOutcome in
             guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
             let checked = try PortEnvelope.check(body, limits: .default, replyAddresses: &replyAddresses)
             let kind = checked.header.kind
@@ -140,17 +139,18 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             // Set after the handler: a nested run inside it has answered its own by now.
             borrowedAnswer = BorrowedAnswer(request: request, outcome: outcome)
             return .answered
-        }) {
-        case .empty: return .empty
-        case .dropped, .decoded(.dropped): return .dropped
-        case .decoded(.handled): return .delivered
-        case .decoded(.answered):
-            if let answer = borrowedAnswer.take() {
-                let request = answer.request
-                self.answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: answer.outcome)
+        }, deliver: { outcome in
+            switch outcome {
+            case .dropped: return .dropped
+            case .handled: return .delivered
+            case .answered:
+                if let answer = borrowedAnswer.take() {
+                    let request = answer.request
+                    self.answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: answer.outcome)
+                }
+                return .delivered
             }
-            return .delivered
-        }
+        })
     }
 
     private func dropLateReply(_ header: WireCodec.CheckedHeader) -> BorrowedOutcome {

@@ -64,6 +64,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache() // The decoder's alone.
     /// Reads each received message's sender (see `MessageSender`); the receive path's alone.
     @exclusivity(unchecked) var senderReader = MessageSenderReader()
+    /// The last delivered message's buffers, for the next (see `ReceivedMessageStorage`);
+    /// the receive path's alone.
+    @exclusivity(unchecked) var storage = ReceivedMessageStorage()
     /// A request a borrowing handler answered, from its handler's return until its frames
     /// are given back and the answer is sent (`deliverInPlace`); the receive path's alone.
     @exclusivity(unchecked) var borrowedAnswer: BorrowedAnswer?

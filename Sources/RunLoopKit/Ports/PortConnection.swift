@@ -182,14 +182,16 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// Receives one reply (or a remote handler's failure) without blocking and hands it to
     /// the thread's `ReplyReceiver`.
     package func handleOneMessage() -> PortDelivery {
-        let envelope: PortEnvelope
-        switch receiveOne(from: socket, { (frames) throws(WireFormatError) in
-            try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses)
-        }) {
-        case .empty: return .empty
-        case .dropped: return .dropped
-        case .decoded(let decoded): envelope = decoded
-        }
+        receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
+            // Fresh buffers for each reply: its requester keeps it.
+            var storage = ReceivedMessageStorage()
+            return try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses,
+                                           storage: &storage)
+        }, deliver: { envelope in deliverReply(envelope) })
+    }
+
+    /// Hands a reply (or failure) to the request waiting for it; anything else is dropped.
+    private func deliverReply(_ envelope: PortEnvelope) -> PortDelivery {
         let awaited: Bool
         switch envelope.kind {
         case .reply:

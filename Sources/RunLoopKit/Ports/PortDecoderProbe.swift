@@ -8,15 +8,19 @@ import RunLoopWire
 /// one message to the next), over frames laid out in one buffer as a socket lends them.
 package struct PortDecoderProbe {
     private var replyAddresses = ReplyAddressCache()
+    /// As a port keeps it: each decoded message's buffers go back for the next.
+    private var storage = ReceivedMessageStorage()
 
     package init() {}
 
     package mutating func decode(_ frames: [[UInt8]], limits: WireLimits) throws(WireFormatError) -> WireMessage {
         try WireCodec.withFramesLent(frames) { (frames) throws(WireFormatError) in
             guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
-            let envelope = try PortEnvelope.decode(frames: body, limits: limits, replyAddresses: &replyAddresses,
-                                                   route: (routingID, hasDelimiter))
-            return envelope.wireMessage
+            var envelope = try PortEnvelope.decode(frames: body, limits: limits, replyAddresses: &replyAddresses,
+                                                   route: (routingID, hasDelimiter), storage: &storage)
+            let message = envelope.wireMessage
+            storage.recycle(&envelope.message.components)
+            return message
         }
     }
 }

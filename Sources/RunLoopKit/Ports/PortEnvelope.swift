@@ -39,11 +39,12 @@ extension PortEnvelope {
     ///     it as its `returnPath`.
     static func decode(frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
                        replyAddresses: inout ReplyAddressCache,
-                       route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil)
+                       route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil,
+                       storage: inout ReceivedMessageStorage)
         throws(WireFormatError) -> PortEnvelope {
         let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
         let header = checked.header
-        let components = decodeComponents(header)
+        let components = decodeComponents(header, storage: &storage)
         var returnPath: ReturnPath?
         if case .request = header.kind, let route { // a pattern, not the cross-module `==`
             returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
@@ -89,11 +90,15 @@ extension PortEnvelope {
         let replyPort: RemotePort?
     }
 
-    /// The components (checked by `check`), each data component copied once.
-    private static func decodeComponents(_ header: WireCodec.CheckedHeader) -> [LoopMessage.Component] {
-        // The common message of one component, as a literal: its array is allocated at its
-        // size at once, with none of `reserveCapacity`'s growth path.
-        if header.componentCount == 1 { return [LoopMessage.Component(received: header.component(at: 0))] }
+    /// The components (checked by `check`), each data component copied once: the common
+    /// message, one data component, into `storage`'s buffers.
+    private static func decodeComponents(_ header: WireCodec.CheckedHeader,
+                                         storage: inout ReceivedMessageStorage) -> [LoopMessage.Component] {
+        if header.componentCount == 1 {
+            let component = header.component(at: 0)
+            if !component.isPort { return storage.oneDataComponent(component.bytes) }
+            return [LoopMessage.Component(received: component)]
+        }
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
         for component in header.components { components.append(LoopMessage.Component(received: component)) }

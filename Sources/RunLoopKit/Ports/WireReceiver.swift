@@ -2,16 +2,6 @@ import RunLoopCore
 import RunLoopWire
 import RunLoopZMQ
 
-/// What one receive on a port source came to.
-enum Received<Value> {
-    /// Nothing waited, after libzmq processed the socket's mailbox: drained.
-    case empty
-    /// A message was taken but dropped (the receive failed, or the decoder rejected it).
-    case dropped
-    /// What `decode` made of the message.
-    case decoded(Value)
-}
-
 /// The receive path every port source shares, a port's ROUTER socket and a requester's
 /// connection alike: one non-blocking receive whose frames are lent where libzmq put them,
 /// given back as soon as `decode` returns (before any handler of an owned message runs, so
@@ -23,11 +13,15 @@ protocol WireReceiver: AnyObject {
 }
 
 extension WireReceiver {
-    /// Receives one message from `socket` without blocking and hands its frames to `decode`.
+    /// Receives one message from `socket` without blocking, hands its frames to `decode`,
+    /// gives them back, and hands what `decode` made to `deliver`, whose result is the
+    /// delivery's. No enum carries the decoded message out: the runtime copied and
+    /// destroyed its payload through value witnesses (the owned path's message, about 150
+    /// instructions; the borrowing path's outcome, about 180).
     @inline(__always)
     func receiveOne<Value>(from socket: ZMQSocket,
-                           _ decode: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value)
-        -> Received<Value> {
+                           decode: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value,
+                           deliver: (Value) -> PortDelivery) -> PortDelivery {
         let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
         do {
             guard let received = try socket.receiveInPlace(dontWait: true) else { return .empty }
@@ -36,12 +30,15 @@ extension WireReceiver {
             drop(.receiveFailed, "\(error)")
             return .dropped
         }
-        defer { socket.releaseReceived() }
+        let value: Value
         do {
-            return .decoded(try decode(frames))
+            value = try decode(frames)
         } catch {
+            socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
         }
+        socket.releaseReceived()
+        return deliver(value)
     }
 }

@@ -1,0 +1,43 @@
+/// The storage of the last message a port delivered, kept for the next one: a port whose
+/// handler keeps nothing of its messages then receives the common message, one data
+/// component, with no allocation at all, its component array and its bytes written into
+/// the buffers of the message before. A handler that keeps a message (or its bytes) keeps
+/// those buffers, and the next message gets new ones, as it would without this.
+///
+/// Value semantics hold: a buffer is reused only when nothing else refers to it
+/// (`removeAll(keepingCapacity:)` keeps a buffer it owns alone and leaves a shared one to
+/// its other owners). At most one message's buffers are kept, its bytes only up to
+/// `largestKeptData`. The receive path's alone (the owner thread's).
+struct ReceivedMessageStorage {
+    /// Empty, with room for a component, or `[]`.
+    private var components: [LoopMessage.Component] = []
+    /// Empty, with room for the last message's bytes, or `[]`.
+    private var bytes: [UInt8] = []
+
+    /// The largest byte buffer kept for the next message.
+    static let largestKeptData = 64 * 1024
+
+    /// The components of a message of one data component, `data` copied into the kept
+    /// buffers where they have room.
+    mutating func oneDataComponent(_ data: UnsafeRawBufferPointer) -> [LoopMessage.Component] {
+        var bytes: [UInt8] = []
+        swap(&bytes, &self.bytes)
+        bytes.append(contentsOf: data)
+        var components: [LoopMessage.Component] = []
+        swap(&components, &self.components)
+        components.append(.data(bytes))
+        return components
+    }
+
+    /// Takes back the buffers of `delivered`, a delivered message's components its handler
+    /// is done with, if it is one data component.
+    mutating func recycle(_ delivered: inout [LoopMessage.Component]) {
+        guard delivered.count == 1, case .data(var bytes) = delivered[0], bytes.capacity <= Self.largestKeptData else {
+            return
+        }
+        delivered.removeAll(keepingCapacity: true) // leaves `bytes` its last owner, unless the handler kept them
+        bytes.removeAll(keepingCapacity: true)
+        swap(&components, &delivered)
+        self.bytes = bytes
+    }
+}
