@@ -41,6 +41,7 @@ enum JSONReport {
         if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
         var text = String(format: "%.4f", value)
         while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() } // 2022020.00001 rounds to a whole number
         return text
     }
 
