@@ -4,10 +4,10 @@
 /// the buffers of the message before. A handler that keeps a message (or its bytes) keeps
 /// those buffers, and the next message gets new ones, as it would without this.
 ///
-/// Value semantics hold: a buffer is reused only when nothing else refers to it
-/// (`removeAll(keepingCapacity:)` keeps a buffer it owns alone and leaves a shared one to
-/// its other owners). At most one message's buffers are kept, its bytes only up to
-/// `largestKeptData`. The receive path's alone (the owner thread's).
+/// Value semantics hold: a buffer is reused only when nothing else refers to it (emptying
+/// one that is shared copies it first, leaving the original to its other owners). At most
+/// one message's buffers are kept, its bytes only up to `largestKeptData`. The receive
+/// path's alone (the owner thread's).
 struct ReceivedMessageStorage {
     /// Empty, with room for a component, or `[]`.
     private var components: [LoopMessage.Component] = []
@@ -35,8 +35,13 @@ struct ReceivedMessageStorage {
         guard delivered.count == 1, case .data(var bytes) = delivered[0], bytes.capacity <= Self.largestKeptData else {
             return
         }
-        delivered.removeAll(keepingCapacity: true) // leaves `bytes` its last owner, unless the handler kept them
-        bytes.removeAll(keepingCapacity: true)
+        // `removeLast` rather than `removeAll(keepingCapacity:)`, whose generic
+        // `replaceSubrange` costs a few hundred instructions: each keeps a buffer it owns
+        // alone and copies a shared one first, so the next message never writes into what
+        // a handler kept. Emptying `delivered` leaves `bytes` their last owner, unless the
+        // handler kept them.
+        delivered.removeLast()
+        bytes.removeLast(bytes.count)
         swap(&components, &delivered)
         self.bytes = bytes
     }
