@@ -14,8 +14,10 @@ struct ReceivedMessageStorage {
     /// Empty, with room for the last message's bytes, or `[]`.
     private var bytes: [UInt8] = []
 
-    /// The largest byte buffer kept for the next message.
-    static let largestKeptData = 64 * 1024
+    /// The largest byte buffer kept for the next message. Above it a message's copy costs
+    /// far more than its allocation, and a port that once received a large message should
+    /// not hold its size for good: every port of a thread with thousands keeps at most this.
+    static let largestKeptData = 4096
 
     /// The components of a message of one data component, `data` copied into the kept
     /// buffers where they have room.
