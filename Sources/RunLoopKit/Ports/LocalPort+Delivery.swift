@@ -118,17 +118,19 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         receiveOne(from: socket, decode: { (frames) throws(WireFormatError) -> BorrowedOutcome in
             guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
             let checked = try PortEnvelope.check(body, limits: .default, replyAddresses: &replyAddresses)
-            let kind = checked.header.kind
-            if case .reply = kind { return dropLateReply(checked.header) }
-            if case .failure = kind { return dropLateReply(checked.header) }
+            let header = checked.header
+            switch header.kind {
+            case .message, .request: break
+            case .reply, .failure:
+                drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
+                return .dropped
+            }
             statistics.countReceived()
             let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket)?.sender)
             guard view.isRequest else {
                 do { _ = try handler(view) } catch { report(error, handling: view.owned) }
                 return .handled
             }
-            let request = BorrowedRequest(id: view.id, correlationID: checked.header.correlationID,
-                                          returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter))
             let outcome: Result<LoopMessage?, any Error>
             do {
                 outcome = .success(try handler(view))
@@ -137,7 +139,9 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 outcome = .failure(error)
             }
             // Set after the handler: a nested run inside it has answered its own by now.
-            borrowedAnswer = BorrowedAnswer(request: request, outcome: outcome)
+            borrowedAnswer = BorrowedAnswer(id: view.id, correlationID: header.correlationID,
+                                            returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter),
+                                            outcome: outcome)
             return .answered
         }, deliver: { outcome in
             switch outcome {
@@ -145,17 +149,11 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             case .handled: return .delivered
             case .answered:
                 if let answer = borrowedAnswer.take() {
-                    let request = answer.request
-                    self.answer(request.id, correlationID: request.correlationID, via: request.returnPath, with: answer.outcome)
+                    self.answer(answer.id, correlationID: answer.correlationID, via: answer.returnPath, with: answer.outcome)
                 }
                 return .delivered
             }
         })
-    }
-
-    private func dropLateReply(_ header: WireCodec.CheckedHeader) -> BorrowedOutcome {
-        drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
-        return .dropped
     }
 
     /// The most bytes of a handler's error description a failure reply carries.
@@ -204,15 +202,11 @@ extension LocalPort {
 }
 
 /// A request a borrowing handler answered, waiting for its frames to be given back:
-/// where its answer goes and what the handler made of it.
+/// where its answer goes and what the handler made of it. (A struct, not a tuple: see
+/// `PortEnvelope.Checked`.)
 struct BorrowedAnswer {
-    let request: BorrowedRequest
-    let outcome: Result<LoopMessage?, any Error>
-}
-
-/// Where a borrowed request's answer goes. (A struct, not a tuple: see `PortEnvelope.Checked`.)
-struct BorrowedRequest {
     let id: Int32
     let correlationID: UInt64
     let returnPath: ReturnPath
+    let outcome: Result<LoopMessage?, any Error>
 }
