@@ -45,7 +45,6 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         case .message:
             guard let handler else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
             do { _ = try handler(envelope.message) } catch { report(error, handling: envelope.message) }
-            storage.recycle(&envelope.message.components)
         case .request:
             guard let handler else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
             // No `Result` in between: on the request path its generic copies cost more than the rest.
@@ -57,11 +56,13 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 report(error, handling: envelope.message)
                 sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
             }
-            storage.recycle(&envelope.message.components) // after the answer, which may be the request itself
         case .reply, .failure:
             // Replies come back on the requester's own connection (`PortConnection`), never to a port.
             drop(.lateReply, "a \(envelope.kind) sent to a port, correlation id \(envelope.correlationID)")
         }
+        // The handler is done with the message (and a request's answer, which may be the
+        // request itself, is sent): its buffers serve the next one.
+        storage.recycle(&envelope.message.components)
     }
 
     /// Reports a handler's error: to `handlerErrorHandler`, else as a warning; counted.
