@@ -244,7 +244,7 @@ size_t rlk_frame_pool_free(const rlk_frame_pool *pool, int size_class) {
     // `take` finds). Only the owner, this thread, ever takes slots off it, and givers only
     // push in front of the head: the slots after the head read here stay where they are,
     // their links written before the release that published them.
-    uintptr_t head = atomic_load_explicit(&((rlk_frame_pool *)pool)->shared, memory_order_acquire);
+    uintptr_t head = atomic_load_explicit(&pool->shared, memory_order_acquire);
     for (struct slot *slot = (struct slot *)head; slot; slot = slot->next) {
         if (slot->size_class == (uint32_t)size_class) count += 1;
     }

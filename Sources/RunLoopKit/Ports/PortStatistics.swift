@@ -29,8 +29,14 @@ public final class PortStatistics: Sendable {
 
     func countRefusedClient() { refusedClients.add(1, ordering: .relaxed) }
     // The owner thread's counts.
-    func countHandlerError() { handlerFailures.store(handlerFailures.load(ordering: .relaxed) + 1, ordering: .relaxed) }
-    func countReceived() { received.store(received.load(ordering: .relaxed) + 1, ordering: .relaxed) }
-    func countDropped() { dropped.store(dropped.load(ordering: .relaxed) + 1, ordering: .relaxed) }
-    func countFailedReply() { failedReplies.store(failedReplies.load(ordering: .relaxed) + 1, ordering: .relaxed) }
+    func countHandlerError() { Self.increment(handlerFailures) }
+    func countReceived() { Self.increment(received) }
+    func countDropped() { Self.increment(dropped) }
+    func countFailedReply() { Self.increment(failedReplies) }
+
+    /// Adds 1 to a counter only the owner thread writes: a relaxed load and store.
+    @inline(__always)
+    private static func increment(_ counter: borrowing Atomic<Int>) {
+        counter.store(counter.load(ordering: .relaxed) + 1, ordering: .relaxed)
+    }
 }
