@@ -105,6 +105,8 @@ let package = Package(
         .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem"]),
         .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "CFramePool", "RunLoopTestSupport"]),
         .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
+        // The bench's verdicts and reports (its measurements are judged by running it).
+        .testTarget(name: "RunLoopKitBenchTests", dependencies: ["RunLoopKitBench"]),
         .testTarget(
             name: "RunLoopCoreTests",
             dependencies: ["RunLoopCore", "RunLoopSystem", "CLinuxPoll", "RunLoopTestSupport"]

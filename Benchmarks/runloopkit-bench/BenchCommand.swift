@@ -30,7 +30,7 @@ struct BenchCommand: ParsableCommand {
     var markdown: String?
 
     @Option(name: .customLong("repeat"), help: ArgumentHelp(
-        "Run the selected cases this many times; report the median and the spread (min–max) of every figure and ratio, a target met when the median meets it.",
+        "Run the selected cases this many times; report the median and the spread (min–max) of every figure and ratio, a target met when every run meets it (a spread that crosses it misses it).",
         valueName: "N"))
     var repeats = 1
 
@@ -142,7 +142,7 @@ enum Progress {
     static func summary(of outcome: CaseOutcome) -> String {
         outcome.metrics.map { metric in
             let peers = metric.peers.map { "\($0.name) \(Format.value($0.value))" }.joined(separator: ", ")
-            let verdicts = metric.verdicts.map { $0.met == true ? "met" : $0.met == false ? "MISSED" : "n/a" }
+            let verdicts = metric.verdicts.map { $0.verdict == .met ? "met" : $0.verdict == nil ? "n/a" : "MISSED" }
             return "\(metric.metric) runloopkit \(Format.value(metric.runloopkit))"
                 + (peers.isEmpty ? "" : " vs \(peers)")
                 + (verdicts.isEmpty ? "" : " [\(verdicts.joined(separator: ", "))]")

@@ -4,7 +4,8 @@ import Foundation
 /// "peers":{…}}, …]}`, one entry per case and metric, keys in that order. With
 /// `--repeat N` (N > 1) the document starts with `"runs": N`, the figures are the medians,
 /// and each entry gains `"runloopkit_spread"`, `"peer_spreads"` and `"ratios"` (by peer),
-/// each spread `{"median":…,"min":…,"max":…}`, and `"met"` (by target, from the medians).
+/// each spread `{"median":…,"min":…,"max":…}`, and `"met"` (by target: true when every
+/// run met it).
 enum JSONReport {
     static func render(_ outcomes: [CaseOutcome]) -> String {
         let metrics = outcomes.flatMap(\.metrics)
@@ -19,7 +20,7 @@ enum JSONReport {
                         .joined(separator: ", ")
                 }
                 let verdicts = metric.verdicts.map { verdict in
-                    "\(string(verdict.target.description(unit: metric.unit))): \(verdict.met.map { "\($0)" } ?? "null")"
+                    "\(string(verdict.target.description(unit: metric.unit))): \(verdict.verdict.map { "\($0 == .met)" } ?? "null")"
                 }
                 entry += ",\n     \"runloopkit_spread\": \(repeated.runloopkit.map(spread) ?? "null"), "
                     + "\"peer_spreads\": {\(spreads(repeated.peers))},\n     \"ratios\": {\(spreads(repeated.ratios))}, "

@@ -32,28 +32,50 @@ enum Target: Sendable {
     }
 
     /// Whether `metric` meets the target; nil when the figure it needs is missing. With
-    /// `--repeat`, a ratio target is met when the median of the runs' ratios meets it.
-    func isMet(by metric: MetricResult) -> Bool? {
+    /// `--repeat`, judged on the runs' spread (a ratio's, RunLoopKit's own figure's for an
+    /// absolute target): met when every run meets it, `.spreadCrosses` when the median
+    /// does and some run does not, which is not met either.
+    func verdict(for metric: MetricResult) -> Verdict? {
         guard !metric.runloopkit.isNaN else { return nil }
-        if let repeated = metric.repeated, let peer {
-            guard let ratio = repeated.ratios[peer]?.median else { return nil }
-            switch self {
-            case .atMostTimes(let factor, _): return ratio <= factor
-            case .atLeastTimes(let factor, _): return ratio >= factor
-            case .atMost: break
-            }
+        if let repeated = metric.repeated {
+            let spread = peer.map { repeated.ratios[$0] } ?? repeated.runloopkit
+            guard let spread else { return nil }
+            return verdict(median: spread.median, worst: lowerIsBetter ? spread.max : spread.min)
         }
+        guard let peer else { return meets(metric.runloopkit) ? .met : .missed }
+        guard let ratio = metric.ratio(to: peer), !ratio.isNaN else { return nil }
+        return meets(ratio) ? .met : .missed
+    }
+
+    /// The verdict on a figure whose median is `median` and whose worst run gave `worst`.
+    func verdict(median: Double, worst: Double) -> Verdict {
+        guard meets(median) else { return .missed }
+        return meets(worst) ? .met : .spreadCrosses
+    }
+
+    /// Whether the target's figure (a ratio for a target that names a peer) meets it.
+    private func meets(_ figure: Double) -> Bool {
         switch self {
-        case .atMostTimes(let factor, let peer):
-            guard let other = metric.value(of: peer), !other.isNaN else { return nil }
-            return metric.runloopkit <= factor * other
-        case .atLeastTimes(let factor, let peer):
-            guard let other = metric.value(of: peer), !other.isNaN else { return nil }
-            return metric.runloopkit >= factor * other
-        case .atMost(let limit):
-            return metric.runloopkit <= limit
+        case .atMostTimes(let factor, _): figure <= factor
+        case .atLeastTimes(let factor, _): figure >= factor
+        case .atMost(let limit): figure <= limit
         }
     }
+
+    /// Whether a lower figure is the better one for this target.
+    private var lowerIsBetter: Bool {
+        if case .atLeastTimes = self { false } else { true }
+    }
+}
+
+/// What a run (or the runs of `--repeat`) say of a target.
+enum Verdict: Sendable, Equatable {
+    /// Met: by the figure, or with `--repeat` by every run.
+    case met
+    /// With `--repeat`: the median meets the target and some run does not. Not met: a
+    /// target whose spread crosses it is not met.
+    case spreadCrosses
+    case missed
 }
 
 /// One case and metric: a row group of the table, an entry of the JSON.
@@ -90,8 +112,8 @@ struct MetricResult: Sendable {
         return runloopkit / other
     }
 
-    /// Targets met and missed, for the summary.
-    var verdicts: [(target: Target, met: Bool?)] { targets.map { ($0, $0.isMet(by: self)) } }
+    /// The verdict on each target, for the summary; nil where a figure is missing.
+    var verdicts: [(target: Target, verdict: Verdict?)] { targets.map { ($0, $0.verdict(for: self)) } }
 }
 
 /// The median and the extremes of one figure over the runs of `--repeat`.
