@@ -58,7 +58,7 @@ enum RequestReplyCase {
         let distributions = Harness.latencies(contenders, config)
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "request/reply, named port, two threads")
         outcome.metrics = [
-            distributions.metric(name, "us_p50", targets: [.atMostTimes(1.2, peer: "floor")]) { $0.p50 },
+            distributions.metric(name, "us_p50", targets: [.atMostTimes(1.15, peer: "floor")]) { $0.p50 },
         ]
         return outcome
     }
