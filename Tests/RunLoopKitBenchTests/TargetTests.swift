@@ -61,6 +61,15 @@ final class TargetTests: XCTestCase {
         XCTAssertEqual(limit.verdict(for: metric([1, 6, 7])), .missed)
     }
 
+    func testAMissByLessThanTheTablesRoundingShowsTheWorstRunInFull() throws {
+        // Ratios 0.5994, 0.63, 0.64 against ≥ 0.60: the table rounds the worst to 0.60.
+        let target = Target.atLeastTimes(0.6, peer: "plain")
+        let outcome = CaseOutcome(metric: repeated([5.994, 6.3, 6.4], "plain", [10, 10, 10], target))
+        let line = try XCTUnwrap(Table.tally([outcome]).missed.first)
+        XCTAssertTrue(line.contains("runs 0.60–0.64"), line)
+        XCTAssertTrue(line.hasSuffix("(worst 0.5994)"), line)
+    }
+
     func testAMissingFigureHasNoVerdict() {
         XCTAssertNil(atMost.verdict(for: single(.nan, "floor", 10, atMost)))
         XCTAssertNil(atMost.verdict(for: single(11, "floor", .nan, atMost)))
@@ -75,7 +84,7 @@ final class TargetTests: XCTestCase {
         let line = try XCTUnwrap(tally.missed.first)
         XCTAssertEqual(tally.missed.count, 1)
         XCTAssertTrue(line.contains("runs 1.10–1.20"), line)
-        XCTAssertTrue(line.hasSuffix("the median meets it, not every run"), line)
+        XCTAssertTrue(line.hasSuffix("the median meets it, not every run (worst 1.2)"), line)
         XCTAssertTrue(Table.rows([outcome]).contains { $0.cells.last == "NO (spread)" })
     }
 }

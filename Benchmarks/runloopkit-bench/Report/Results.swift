@@ -39,12 +39,21 @@ enum Target: Sendable {
         guard !metric.runloopkit.isNaN else { return nil }
         if let repeated = metric.repeated {
             let spread = peer.map { repeated.ratios[$0] } ?? repeated.runloopkit
-            guard let spread else { return nil }
-            return verdict(median: spread.median, worst: lowerIsBetter ? spread.max : spread.min)
+            guard let spread, let worst = worstRun(of: metric) else { return nil }
+            return verdict(median: spread.median, worst: worst)
         }
         guard let peer else { return meets(metric.runloopkit) ? .met : .missed }
         guard let ratio = metric.ratio(to: peer), !ratio.isNaN else { return nil }
         return meets(ratio) ? .met : .missed
+    }
+
+    /// With `--repeat`: the figure of the run that did worst against this target (the
+    /// highest ratio or figure where lower is better, else the lowest).
+    func worstRun(of metric: MetricResult) -> Double? {
+        guard let repeated = metric.repeated, let spread = peer.map({ repeated.ratios[$0] }) ?? repeated.runloopkit else {
+            return nil
+        }
+        return lowerIsBetter ? spread.max : spread.min
     }
 
     /// The verdict on a figure whose median is `median` and whose worst run gave `worst`.
