@@ -37,23 +37,31 @@ enum Target: Sendable {
     /// does and some run does not, which is not met either.
     func verdict(for metric: MetricResult) -> Verdict? {
         guard !metric.runloopkit.isNaN else { return nil }
-        if let repeated = metric.repeated {
-            let spread = peer.map { repeated.ratios[$0] } ?? repeated.runloopkit
-            guard let spread, let worst = worstRun(of: metric) else { return nil }
-            return verdict(median: spread.median, worst: worst)
+        if metric.repeated != nil {
+            guard let spread = runs(of: metric) else { return nil }
+            return verdict(median: spread.median, worst: worst(of: spread))
         }
         guard let peer else { return meets(metric.runloopkit) ? .met : .missed }
         guard let ratio = metric.ratio(to: peer), !ratio.isNaN else { return nil }
         return meets(ratio) ? .met : .missed
     }
 
-    /// With `--repeat`: the figure of the run that did worst against this target (the
-    /// highest ratio or figure where lower is better, else the lowest).
+    /// With `--repeat`: the figure of the run that did worst against this target.
     func worstRun(of metric: MetricResult) -> Double? {
-        guard let repeated = metric.repeated, let spread = peer.map({ repeated.ratios[$0] }) ?? repeated.runloopkit else {
-            return nil
-        }
-        return lowerIsBetter ? spread.max : spread.min
+        runs(of: metric).map(worst)
+    }
+
+    /// With `--repeat`: the spread the target is judged on, the ratio's to its peer or,
+    /// for an absolute target, RunLoopKit's own figure's.
+    private func runs(of metric: MetricResult) -> Spread? {
+        guard let repeated = metric.repeated else { return nil }
+        guard let peer else { return repeated.runloopkit }
+        return repeated.ratios[peer]
+    }
+
+    /// The highest figure of `spread` where lower is better, else the lowest.
+    private func worst(of spread: Spread) -> Double {
+        if case .atLeastTimes = self { spread.min } else { spread.max }
     }
 
     /// The verdict on a figure whose median is `median` and whose worst run gave `worst`.
@@ -69,11 +77,6 @@ enum Target: Sendable {
         case .atLeastTimes(let factor, _): figure >= factor
         case .atMost(let limit): figure <= limit
         }
-    }
-
-    /// Whether a lower figure is the better one for this target.
-    private var lowerIsBetter: Bool {
-        if case .atLeastTimes = self { false } else { true }
     }
 }
 

@@ -48,6 +48,11 @@ enum Table {
         return " (\(format(spread.min))–\(format(spread.max)))"
     }
 
+    /// "min–max" of a figure repeated over runs.
+    static func span(_ spread: Spread, _ format: (Double) -> String) -> String {
+        "\(format(spread.min))–\(format(spread.max))"
+    }
+
     static func verdict(_ verdict: Verdict?) -> String {
         switch verdict {
         case .met?: "yes"
@@ -69,13 +74,11 @@ enum Table {
                 if verdict == .met { met += 1; continue }
                 var line = "\(metric.caseName) \(metric.metric): \(Format.value(metric.runloopkit)) \(metric.unit), "
                     + "target \(target.description(unit: metric.unit))"
-                func runs(_ spread: Spread?, _ format: (Double) -> String) -> String {
-                    spread.map { ", runs \(format($0.min))–\(format($0.max))" } ?? ""
-                }
                 if let peer = target.peer, let ratio = metric.ratio(to: peer) {
-                    line += " (ratio \(Format.ratio(ratio))\(runs(metric.repeated?.ratios[peer], Format.ratio)))"
+                    let runs = metric.repeated?.ratios[peer].map { ", runs \(span($0, Format.ratio))" } ?? ""
+                    line += " (ratio \(Format.ratio(ratio))\(runs))"
                 } else if let spread = metric.repeated?.runloopkit {
-                    line += " (\(runs(spread, Format.value).dropFirst(2)))"
+                    line += " (runs \(span(spread, Format.value)))"
                 }
                 if verdict == .spreadCrosses, let worst = target.worstRun(of: metric) {
                     // Three more digits: a run that misses by less than the table's rounding.
