@@ -26,13 +26,30 @@ package struct ProcessResources: CustomStringConvertible {
     }
 }
 
-/// The names of the process's live threads (`/proc/self/task/*/comm`).
+/// The names of the process's live threads (`/proc/self/task/*/comm`). A thread that is
+/// exiting is not live: `pthread_join` returns once the kernel has cleared the thread's
+/// id, while `/proc` still lists the task until its exit is finished; from the start of
+/// that exit its flags carry `PF_EXITING`.
 package func liveThreadNames() -> [String] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
     return tasks.compactMap { task in
-        (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
+        guard !isExiting(task: task) else { return nil }
+        return (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
             .trimmingCharacters(in: .newlines)
     }
+}
+
+/// Whether the task's flags (`/proc/self/task/TID/stat`, the ninth field) have
+/// `PF_EXITING`; a task gone meanwhile counts as exiting.
+private func isExiting(task: String) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8) else { return true }
+    // The name, the second field, is in parentheses and may hold spaces and parentheses.
+    guard let nameEnd = stat.lastIndex(of: ")") else { return false }
+    let fields = stat[stat.index(after: nameEnd)...].split(separator: " ")
+    // After the name: state, ppid, pgrp, session, tty_nr, tpgid, flags.
+    guard fields.count > 6, let flags = UInt64(fields[6]) else { return false }
+    let exiting: UInt64 = 0x4 // PF_EXITING
+    return flags & exiting != 0
 }
 
 /// The calling thread's system name.
