@@ -46,6 +46,10 @@ package final class Poller: @unchecked Sendable {
     /// before every sleep of a requester.
     @exclusivity(unchecked) private var farDeadlineTimer: FarDeadlineTimer?
 
+    /// The far-deadline timer's timerfd, once made, for tests that read it back from the
+    /// kernel. Loop thread only.
+    package var farDeadlineTimerDescriptor: Int32? { farDeadlineTimer?.descriptor }
+
     init() {
         state = .allocate(capacity: 1)
         state.initialize(to: Atomic(0))
