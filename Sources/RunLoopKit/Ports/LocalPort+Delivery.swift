@@ -57,12 +57,17 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
             }
         case .reply, .failure:
-            // Replies come back on the requester's own connection (`PortConnection`), never to a port.
-            drop(.lateReply, "a \(envelope.kind) sent to a port, correlation id \(envelope.correlationID)")
+            dropReply(envelope.kind, correlationID: envelope.correlationID)
         }
         // The handler is done with the message (and a request's answer, which may be the
         // request itself, is sent): its buffers serve the next one.
         storage.recycle(&envelope.message.components)
+    }
+
+    /// Drops a reply or failure sent to a port: replies come back on the requester's own
+    /// connection (`PortConnection`), never to a port.
+    private func dropReply(_ kind: WireKind, correlationID: UInt64) {
+        drop(.lateReply, "a \(kind) sent to a port, correlation id \(correlationID)")
     }
 
     /// Reports a handler's error: to `handlerErrorHandler`, else as a warning; counted.
@@ -123,7 +128,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             switch header.kind {
             case .message, .request: break
             case .reply, .failure:
-                drop(.lateReply, "a \(header.kind) sent to a port, correlation id \(header.correlationID)")
+                dropReply(header.kind, correlationID: header.correlationID)
                 return .dropped
             }
             statistics.countReceived()
