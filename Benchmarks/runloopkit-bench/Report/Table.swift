@@ -45,7 +45,7 @@ enum Table {
     /// " (min–max)" of a figure repeated over runs; nothing for a single run.
     static func range(_ spread: Spread?, _ format: (Double) -> String) -> String {
         guard let spread else { return "" }
-        return " (\(format(spread.min))–\(format(spread.max)))"
+        return " (\(span(spread, format)))"
     }
 
     /// "min–max" of a figure repeated over runs.
