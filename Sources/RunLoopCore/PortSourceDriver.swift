@@ -5,10 +5,11 @@
 /// changed, not that a message waits, and it may stay quiet while messages are queued.
 /// So the loop never trusts the descriptor alone. A port of the running mode whose
 /// descriptor fires is queued and drained: it stays queued after every message and
-/// leaves the queue only when a non-blocking receive finds nothing. libzmq answers that
-/// only after processing the socket's command mailbox, exactly as reading `ZMQ_EVENTS`
-/// does (see `ZMQSocket.receive(dontWait:maxFrames:_:)`), so the descriptor is re-armed
-/// and nothing is stranded.
+/// leaves the queue only when a non-blocking receive finds nothing (or `ZMQ_EVENTS`,
+/// asked after a send on its socket, says nothing waits). libzmq answers either only
+/// after processing the socket's command mailbox (see
+/// `ZMQSocket.receive(dontWait:maxFrames:_:)`), so the descriptor is re-armed and nothing
+/// is stranded.
 /// A port of another mode is asked `hasPendingMessage()` (`ZMQ_EVENTS`) at once, which
 /// also consumes the descriptor's signal, and stays queued, silent, until its mode runs.
 ///
@@ -55,9 +56,9 @@ extension ThreadRunLoop {
     /// After a send on the socket of one of the loop's port sources (a requester's
     /// connection): libzmq's send may have taken the socket's pending commands, and with
     /// them the descriptor's signal that a reply arrived, so the socket is asked
-    /// `ZMQ_EVENTS` and queued to be drained if a message waits.
+    /// `ZMQ_EVENTS`: queued to be drained if a message waits, else off the ready queue.
     package func sentOnPortSource(_ port: any PortSourceDriver) {
         assertOwnerThread()
-        ports.queueIfMessageWaits(port)
+        ports.updateReadinessAfterSend(on: port)
     }
 }

@@ -9,7 +9,8 @@
 ///
 /// A port is queued as ready when it is added or resumed, when its descriptor fires
 /// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
-/// after each message it delivers; it leaves the queue when a receive finds it drained.
+/// after each message it delivers; it leaves the queue when a receive finds it drained, or
+/// when `ZMQ_EVENTS`, asked after a send on its socket, does.
 /// A port queued for another mode stays there, without waking the loop again, until a run
 /// in one of its modes drains it.
 struct PortSourceTable {
@@ -122,10 +123,18 @@ struct PortSourceTable {
 
     /// After a send on `port`'s socket, which may have taken the socket's pending commands
     /// and with them the descriptor's signal: asks `ZMQ_EVENTS` and queues the port as
-    /// ready if a message waits.
-    mutating func queueIfMessageWaits(_ port: any PortSourceDriver) {
-        guard let entry = byPort[ObjectIdentifier(port)]?.entry, port.hasPendingMessage() else { return }
-        enqueue(entry)
+    /// ready if a message waits, or takes it off the queue if none does. The answer is as
+    /// good as an empty receive's (libzmq processed the socket's mailbox for both, and the
+    /// descriptor signals the next message): a requester's connection, queued after the
+    /// reply it delivered, then sleeps for the next reply without a pass that only finds it
+    /// empty.
+    mutating func updateReadinessAfterSend(on port: any PortSourceDriver) {
+        guard let entry = byPort[ObjectIdentifier(port)]?.entry else { return }
+        if port.hasPendingMessage() {
+            enqueue(entry)
+        } else {
+            dequeue(entry)
+        }
     }
 
     /// Whether `port` is queued as ready (its next pass in one of its modes will try to

@@ -325,14 +325,26 @@ final class PortSourceTableTests: XCTestCase {
         let items = mode("x", holding: port)
         table.added(port, descriptors: &descriptors)
         try deliver(from: port, in: items, .empty)
-        table.queueIfMessageWaits(port)
+        table.updateReadinessAfterSend(on: port)
         XCTAssertEqual(port.asked, 1)
         XCTAssertFalse(table.isQueuedAsReady(port))
         port.messageWaits = true
-        table.queueIfMessageWaits(port)
+        table.updateReadinessAfterSend(on: port)
         XCTAssertTrue(table.isQueuedAsReady(port))
-        table.queueIfMessageWaits(stranger)
+        table.updateReadinessAfterSend(on: stranger)
         XCTAssertEqual(stranger.asked, 0, "a port the table does not hold is not asked")
+    }
+
+    func testAfterASendAQueuedPortWhoseSocketSaysNothingWaitsLeavesTheQueue() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        try deliver(from: port, in: items, .delivered)
+        XCTAssertTrue(table.isQueuedAsReady(port), "requeued after a delivery")
+        table.updateReadinessAfterSend(on: port)
+        XCTAssertEqual(port.asked, 1)
+        XCTAssertFalse(table.isQueuedAsReady(port), "ZMQ_EVENTS found it drained, as an empty receive would")
+        XCTAssertNil(table.nextReady(in: items), "the next pass sleeps instead of receiving nothing")
     }
 
     func testAPortWhoseDescriptorFiresInThePollSetIsQueuedByTheWait() throws {
