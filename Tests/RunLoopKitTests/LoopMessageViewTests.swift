@@ -68,6 +68,22 @@ final class LoopMessageViewTests: XCTestCase {
         port.invalidate()
     }
 
+    func testWhatABorrowingHandlerAnswersToAOneWayMessageGoesNowhere() throws {
+        var handled: [Int32] = []
+        let port = try LocalPort()
+        port.borrowingHandler = { view in
+            handled.append(view.id)
+            return view.id.isMultiple(of: 2) ? LoopMessage(id: 0, text: "nobody waits for this") : nil
+        }
+        loop.add(port, to: .default)
+        for id: Int32 in 1...4 { try port.send(LoopMessage(id: id, text: "one way")) }
+        XCTAssertTrue(runCurrentLoop { handled == [1, 2, 3, 4] })
+        XCTAssertEqual(port.statistics.messagesReceived, 4)
+        XCTAssertEqual(port.statistics.messagesDropped, 0, "an answer nobody asked for is let go, not dropped as a message")
+        XCTAssertEqual(port.statistics.repliesFailed, 0, "nor sent")
+        port.invalidate()
+    }
+
     /// A request whose borrowing handler runs the loop, which answers another request of
     /// the same port meanwhile: each requester gets its own reply.
     func testARequestAnsweredInsideAnotherRequestsHandlerLeavesEachItsOwnReply() throws {

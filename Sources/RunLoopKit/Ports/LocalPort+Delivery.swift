@@ -44,7 +44,11 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         switch envelope.kind {
         case .message:
             guard let handler else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
-            do { _ = try handler(envelope.message) } catch { report(error, handling: envelope.message) }
+            do {
+                if let answer = try handler(envelope.message) { LocalPort.ignore(answer) }
+            } catch {
+                report(error, handling: envelope.message)
+            }
         case .request:
             guard let handler else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
             // No `Result` in between: on the request path its generic copies cost more than the rest.
@@ -63,6 +67,12 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         // request itself, is sent): its buffers serve the next one.
         storage.recycle(&envelope.message.components)
     }
+
+    /// Lets go of what a handler returned for a one-way message: nobody waits for it. Its
+    /// callers unwrap the answer first, so that a nil one (the usual) costs a test: `_ =`
+    /// of a `LoopMessage?` destroys it through its value witness, about 60 instructions.
+    @inline(never)
+    private static func ignore(_ answer: consuming LoopMessage) {}
 
     /// Drops a reply or failure sent to a port: replies come back on the requester's own
     /// connection (`PortConnection`), never to a port.
@@ -94,10 +104,17 @@ extension LocalPort: PortSourceDriver, WireReceiver {
 
     /// Sends a handler's answer as the reply to request `requestID`, with the request's id
     /// whatever the handler put in it (wire format); an empty reply for nil.
-    private func sendAnswer(_ answer: LoopMessage?, to requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?) {
-        var reply = answer ?? LoopMessage(id: requestID)
-        reply.id = requestID
-        sendReply(reply, as: .reply, correlationID: correlationID, via: returnPath)
+    /// (Unwrapped, not `??`: a nil answer then costs neither a copy nor a destroy of the
+    /// optional through its value witnesses.)
+    private func sendAnswer(_ answer: consuming LoopMessage?, to requestID: Int32, correlationID: UInt64,
+                            via returnPath: ReturnPath?) {
+        switch consume answer {
+        case .none:
+            sendReply(LoopMessage(id: requestID), as: .reply, correlationID: correlationID, via: returnPath)
+        case .some(var reply):
+            reply.id = requestID
+            sendReply(reply, as: .reply, correlationID: correlationID, via: returnPath)
+        }
     }
 
     /// Sends a handler's failure in place of the reply to request `requestID`.
@@ -134,7 +151,11 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             statistics.countReceived()
             let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket)?.sender)
             guard view.isRequest else {
-                do { _ = try handler(view) } catch { report(error, handling: view.owned) }
+                do {
+                    if let answer = try handler(view) { LocalPort.ignore(answer) }
+                } catch {
+                    report(error, handling: view.owned)
+                }
                 return .handled
             }
             let outcome: Result<LoopMessage?, any Error>
