@@ -56,6 +56,20 @@ final class ReceivedMessageStorageTests: XCTestCase {
         XCTAssertNotEqual(addresses(second).bytes, keptBytes.withUnsafeBytes { $0.baseAddress })
     }
 
+    func testAMessageLargerThanTheKeptBytesGetsBuffersOfItsOwn() {
+        var storage = ReceivedMessageStorage()
+        var first = received("short", into: &storage)
+        let firstAddresses = addresses(first)
+        storage.recycle(&first)
+        let longer = String(repeating: "longer than the kept bytes ", count: 8)
+        let second = received(longer, into: &storage)
+        XCTAssertEqual(bytes(second), Array(longer.utf8))
+        XCTAssertEqual(addresses(second).components, firstAddresses.components, "the component array is reused")
+        let third = received("after it", into: &storage)
+        XCTAssertEqual(bytes(third), Array("after it".utf8))
+        XCTAssertEqual(bytes(second), Array(longer.utf8), "what a handler kept stays as it was")
+    }
+
     func testBytesOverTheLimitAreNotKeptForTheNextMessage() {
         var storage = ReceivedMessageStorage()
         var large = [UInt8](repeating: 1, count: ReceivedMessageStorage.largestKeptData + 1).withUnsafeBytes {
