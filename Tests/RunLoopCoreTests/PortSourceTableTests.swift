@@ -347,6 +347,37 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertNil(table.nextReady(in: items), "the next pass sleeps instead of receiving nothing")
     }
 
+    func testAPortThatLeftAfterASendIsNotKeptAliveByTheTable() throws {
+        weak var left: FakePort?
+        try {
+            let port = try FakePort()
+            left = port
+            table.added(port, descriptors: &descriptors)
+            table.updateReadinessAfterSend(on: port) // the table remembers the port it last sent on
+            XCTAssertEqual(port.asked, 1)
+            table.removed(port, descriptors: &descriptors, poller: poller)
+        }()
+        XCTAssertNil(left, "the port left the loop: the table keeps nothing of it")
+    }
+
+    func testASendAfterThePortLeftAndCameBackQueuesItsNewSource() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        try deliver(from: port, in: items, .empty)
+        table.updateReadinessAfterSend(on: port)
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        table.added(port, descriptors: &descriptors)
+        try deliver(from: port, in: items, .empty)
+        port.messageWaits = true
+        table.updateReadinessAfterSend(on: port)
+        XCTAssertTrue(table.isQueuedAsReady(port), "the port's entry now, not the one it had before it left")
+        XCTAssertNotNil(table.nextReady(in: items))
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        table.updateReadinessAfterSend(on: port)
+        XCTAssertEqual(port.asked, 2, "a port the table no longer holds is not asked")
+    }
+
     func testAPortWhoseDescriptorFiresInThePollSetIsQueuedByTheWait() throws {
         let port = try FakePort(), quiet = try FakePort()
         let items = mode("x", holding: port, quiet)
