@@ -12,12 +12,15 @@ package final class ZMQFrameSlots {
     @exclusivity(unchecked) private var slots: UnsafeMutablePointer<zmq_msg_t>
     /// Where `lend(_:)` puts each frame's bytes, one view per slot.
     @exclusivity(unchecked) private var views: UnsafeMutablePointer<UnsafeRawBufferPointer>
+    /// Each slot's frame size, as the receive that filled it returned it (`noteSize`).
+    @exclusivity(unchecked) private var sizes: UnsafeMutablePointer<Int>
     @exclusivity(unchecked) private var capacity: Int
 
     package init(capacity: Int = 4) {
         precondition(capacity > 0)
         slots = .allocate(capacity: capacity)
         views = .allocate(capacity: capacity)
+        sizes = .allocate(capacity: capacity)
         self.capacity = capacity
         for index in 0..<capacity { zmq_msg_init(slots + index) }
     }
@@ -26,6 +29,7 @@ package final class ZMQFrameSlots {
         for index in 0..<capacity { zmq_msg_close(slots + index) }
         slots.deallocate()
         views.deallocate()
+        sizes.deallocate()
     }
 
     /// The slot for frame `index`, growing the slots if needed. Growing moves the frames
@@ -35,13 +39,21 @@ package final class ZMQFrameSlots {
         return slots + index
     }
 
+    /// Notes the size of the frame just received into slot `index`: what `zmq_msg_recv`
+    /// returned, which spares `lend` asking `zmq_msg_size` (a call into libzmq per frame).
+    /// libzmq caps the count it returns at `INT_MAX`; a frame that large is asked.
+    @inline(__always)
+    package func noteSize(_ received: Int32, of index: Int) {
+        sizes[index] = received == Int32.max ? zmq_msg_size(slots + index) : Int(received)
+    }
+
     /// The bytes of the first `count` frames, where libzmq put them: valid until
-    /// `release(count)` or the next receive into these slots.
+    /// `release(count)` or the next receive into these slots. Each slot's size was noted
+    /// when its frame was received (`noteSize`).
     package func lend(_ count: Int) -> UnsafeBufferPointer<UnsafeRawBufferPointer> {
         for index in 0..<count {
-            let message = slots + index
-            (views + index).initialize(to: UnsafeRawBufferPointer(start: zmq_msg_data(message),
-                                                                  count: zmq_msg_size(message)))
+            (views + index).initialize(to: UnsafeRawBufferPointer(start: zmq_msg_data(slots + index),
+                                                                  count: sizes[index]))
         }
         return UnsafeBufferPointer(start: views, count: count)
     }
@@ -66,6 +78,10 @@ package final class ZMQFrameSlots {
         slots = grown
         views.deallocate()
         views = .allocate(capacity: newCapacity)
+        let grownSizes = UnsafeMutablePointer<Int>.allocate(capacity: newCapacity)
+        grownSizes.update(from: sizes, count: capacity)
+        sizes.deallocate()
+        sizes = grownSizes
         capacity = newCapacity
     }
 }

@@ -213,8 +213,8 @@ package final class ZMQSocket {
     }
 
     /// Receives one whole multipart message and lends `body` its frames' bytes where
-    /// libzmq put them, valid only during the call; via `zmq_msg_recv`, `zmq_msg_more`,
-    /// `zmq_msg_data` and `zmq_msg_size` (`ZMQFrameSlots`).
+    /// libzmq put them, valid only during the call; via `zmq_msg_recv` (whose result is the
+    /// frame's size), `zmq_msg_more` and `zmq_msg_data` (`ZMQFrameSlots`).
     ///
     /// - Parameters:
     ///   - dontWait: return `nil` rather than wait when no message is queued. A `nil` is
@@ -271,8 +271,10 @@ package final class ZMQSocket {
     private func receive(into slots: ZMQFrameSlots, dontWait: Bool, maxFrames: Int) throws(SystemCallError) -> Int? {
         let first = slots.slot(0)
         if !dontWait {
-            try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }
-        } else if try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(first, handle, ZMQ_DONTWAIT) }) == nil {
+            slots.noteSize(try zmqCall("zmq_msg_recv") { zmq_msg_recv(first, handle, 0) }, of: 0)
+        } else if let size = try zmqNonBlockingCall("zmq_msg_recv", { zmq_msg_recv(first, handle, ZMQ_DONTWAIT) }) {
+            slots.noteSize(size, of: 0)
+        } else {
             return nil
         }
         var count = 1
@@ -289,7 +291,8 @@ package final class ZMQSocket {
                 }
                 // The rest of a message arrives with its first frame, so this never waits.
                 let slot = current
-                try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
+                let size = try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
+                if !tooMany { slots.noteSize(size, of: count - 1) }
             }
             if tooMany { throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv") }
         } catch {
