@@ -36,9 +36,9 @@ final class PendingReplies: ReplyReceiver {
     /// longer waited for. Nil while it has not come.
     func take(_ id: UInt64) throws(PortError) -> LoopMessage? {
         guard let index = index(of: id), waiting[index].isSettled else { return nil }
-        let settled = waiting.remove(at: index)
+        var settled = waiting.remove(at: index)
         if let failure = settled.failure { throw failure }
-        return settled.reply
+        return settled.reply.take() // moved out, not copied and released
     }
 
     /// Stops waiting for `id`: a reply that comes later is dropped as late.
