@@ -23,7 +23,9 @@ extension RemotePort {
         replies.begin(id)
         defer { connection.replySettled() }
         let deadline = Deadline.after(receiveTimeout)
-        let loop = ThreadRunLoop.current
+        // The connection waits for its reply in this thread's loop: its `loop` is that
+        // loop, read without `current`'s look-up of the thread-local key.
+        let loop = connection.loop ?? ThreadRunLoop.current
         while true {
             // The reply cannot have come yet: run first, then look.
             _ = loop.run(mode: PendingReplies.mode, until: deadline, returnAfterSourceHandled: true)
