@@ -56,6 +56,28 @@ final class ReceivedMessageStorageTests: XCTestCase {
         XCTAssertNotEqual(addresses(second).bytes, keptBytes.withUnsafeBytes { $0.baseAddress })
     }
 
+    func testAMessageOfTheLastOnesSizeIsWrittenOverItsBytes() {
+        var storage = ReceivedMessageStorage()
+        var first = received("sixteen bytes ab", into: &storage)
+        let firstAddresses = addresses(first)
+        storage.recycle(&first)
+        let second = received("sixteen bytes cd", into: &storage)
+        XCTAssertEqual(bytes(second), Array("sixteen bytes cd".utf8))
+        XCTAssertEqual(addresses(second).components, firstAddresses.components, "the same component array")
+        XCTAssertEqual(addresses(second).bytes, firstAddresses.bytes, "the same bytes, written over")
+    }
+
+    func testBytesTheHandlerKeptAreNotWrittenOverByAMessageOfTheirSize() {
+        var storage = ReceivedMessageStorage()
+        var first = received("kept: 12 bytes", into: &storage)
+        let keptBytes = bytes(first) // the handler keeps `message.data[0]` only
+        storage.recycle(&first)
+        let second = received("next 14 bytes!", into: &storage)
+        XCTAssertEqual(keptBytes, Array("kept: 12 bytes".utf8))
+        XCTAssertEqual(bytes(second), Array("next 14 bytes!".utf8))
+        XCTAssertNotEqual(addresses(second).bytes, keptBytes.withUnsafeBytes { $0.baseAddress })
+    }
+
     func testAMessageLargerThanTheKeptBytesGetsBuffersOfItsOwn() {
         var storage = ReceivedMessageStorage()
         var first = received("short", into: &storage)

@@ -11,7 +11,7 @@
 struct ReceivedMessageStorage {
     /// Empty, with room for a component, or `[]`.
     private var components: [LoopMessage.Component] = []
-    /// Empty, with room for the last message's bytes, or `[]`.
+    /// The last message's bytes, or `[]`.
     private var bytes: [UInt8] = []
 
     /// The largest byte buffer kept for the next message. Above it a message's copy costs
@@ -21,16 +21,23 @@ struct ReceivedMessageStorage {
 
     /// The components of a message of one data component, `data` copied into the kept
     /// buffers where they have room.
-    /// With no buffer kept (the last message's handler kept it, as a requester's caller
-    /// keeps every reply), each array is made at its size at once: appending to an empty
-    /// array takes its growth path, a few hundred instructions more for the two.
+    ///
+    /// A message of the last one's size, the common case, is written over the last one's
+    /// bytes (`withUnsafeMutableBytes` copies them first if a handler kept them): emptying
+    /// an array and appending to it again takes `replaceSubrange` and `append`, some 200
+    /// instructions. With no buffer kept (the last message's handler kept it, as a
+    /// requester's caller keeps every reply), each array is made at its size at once:
+    /// appending to an empty array takes its growth path, a few hundred instructions more
+    /// for the two.
     mutating func oneDataComponent(_ data: UnsafeRawBufferPointer) -> [LoopMessage.Component] {
         var bytes: [UInt8] = []
-        if self.bytes.capacity >= data.count {
-            swap(&bytes, &self.bytes)
+        swap(&bytes, &self.bytes)
+        if bytes.count == data.count {
+            bytes.withUnsafeMutableBytes { $0.copyMemory(from: data) }
+        } else if bytes.capacity >= data.count {
+            bytes.removeAll(keepingCapacity: true)
             bytes.append(contentsOf: data)
         } else {
-            self.bytes = []
             bytes = [UInt8](data)
         }
         guard components.capacity > 0 else { return [.data(bytes)] }
@@ -43,16 +50,14 @@ struct ReceivedMessageStorage {
     /// Takes back the buffers of `delivered`, a delivered message's components its handler
     /// is done with, if it is one data component.
     mutating func recycle(_ delivered: inout [LoopMessage.Component]) {
-        guard delivered.count == 1, case .data(var bytes) = delivered[0], bytes.capacity <= Self.largestKeptData else {
+        guard delivered.count == 1, case .data(let bytes) = delivered[0], bytes.capacity <= Self.largestKeptData else {
             return
         }
-        // `removeLast` rather than `removeAll(keepingCapacity:)`, whose generic
-        // `replaceSubrange` costs a few hundred instructions: each keeps a buffer it owns
-        // alone and copies a shared one first, so the next message never writes into what
-        // a handler kept. Emptying `delivered` leaves `bytes` their last owner, unless the
-        // handler kept them.
+        // Emptying `delivered` (`removeLast` keeps a buffer it owns alone and copies a
+        // shared one first) leaves `bytes` their last owner, unless the handler kept them;
+        // then the next message's write copies them first, and never writes into what a
+        // handler kept.
         delivered.removeLast()
-        bytes.removeLast(bytes.count)
         swap(&components, &delivered)
         self.bytes = bytes
     }
