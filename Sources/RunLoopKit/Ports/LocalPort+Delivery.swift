@@ -19,22 +19,22 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
         // The frames are given back before the handler runs: it may receive again (a nested run).
         return receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
-            var envelope = try decodeIncoming(frames)
-            // Sender identity (docs/security.md): read from the frames' metadata while they are held.
-            envelope.message.senderBox = senderReader.sender(ofReceived: socket)
-            return envelope
+            try decodeIncoming(frames, from: socket)
         }, deliver: { envelope in
             deliver(envelope)
             return .delivered
         })
     }
 
-    /// The message in the frames a ROUTER socket received: the sender's routing id first,
-    /// kept as a request's return path, then the wire message's own frames.
-    private func decodeIncoming(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> PortEnvelope {
+    /// The message in the frames `socket`, a ROUTER socket, received: the sender's routing
+    /// id first, kept as a request's return path, then the wire message's own frames. Who
+    /// sent it (docs/security.md) is read from the frames' metadata while they are held.
+    private func decodeIncoming(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                                from socket: ZMQSocket) throws(WireFormatError) -> PortEnvelope {
         guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
         return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
-                                       route: (routingID, hasDelimiter), storage: &storage)
+                                       route: (routingID, hasDelimiter),
+                                       sender: senderReader.sender(ofReceived: socket), storage: &storage)
     }
 
     package func detachedFromLoop() {}

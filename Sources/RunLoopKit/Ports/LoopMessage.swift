@@ -27,17 +27,6 @@ public struct LoopMessage: Sendable, Equatable {
     /// box its reader keeps for the connection, so a sender costs no allocation per message.
     var senderBox: MessageSenderBox?
 
-    public init(id: Int32, components: [Component] = [], replyPort: RemotePort? = nil) {
-        self.id = id
-        self.components = components
-        self.replyPort = replyPort
-    }
-
-    /// A message with one data component holding `text` in UTF-8.
-    public init(id: Int32, text: String, replyPort: RemotePort? = nil) {
-        self.init(id: id, components: [.data(Array(text.utf8))], replyPort: replyPort)
-    }
-
     public static func == (lhs: LoopMessage, rhs: LoopMessage) -> Bool {
         lhs.id == rhs.id && lhs.components == rhs.components && lhs.replyPort == rhs.replyPort
     }
@@ -57,6 +46,20 @@ public struct LoopMessage: Sendable, Equatable {
     public var text: String? {
         for case .data(let bytes) in components { return String(validating: bytes, as: UTF8.self) }
         return nil
+    }
+}
+
+// The initializers are in an extension so that the memberwise one, with `senderBox`, is
+// there for the receive path: an explicit initializer builds the struct in a local `self`
+// and copies it out, which costs a retain and a release of each reference per message.
+extension LoopMessage {
+    public init(id: Int32, components: [Component] = [], replyPort: RemotePort? = nil) {
+        self.init(id: id, components: components, replyPort: replyPort, senderBox: nil)
+    }
+
+    /// A message with one data component holding `text` in UTF-8.
+    public init(id: Int32, text: String, replyPort: RemotePort? = nil) {
+        self.init(id: id, components: [.data(Array(text.utf8))], replyPort: replyPort)
     }
 }
 

@@ -13,16 +13,17 @@ struct PortEnvelope: Sendable, Equatable {
     /// For a request a port received: the connection it came in on, for the reply.
     var returnPath: ReturnPath?
 
-    init(_ kind: WireKind, _ message: LoopMessage, correlationID: UInt64 = 0, returnPath: ReturnPath? = nil) {
-        self.kind = kind
-        self.message = message
-        self.correlationID = correlationID
-        self.returnPath = returnPath
-    }
-
     /// The codec's model of the same message.
     var wireMessage: WireMessage {
         message.wire(kind: kind, correlationID: correlationID)
+    }
+}
+
+// The initializer is in an extension so that the memberwise one is there for the receive
+// path (see `LoopMessage`'s).
+extension PortEnvelope {
+    init(_ kind: WireKind, _ message: LoopMessage, correlationID: UInt64 = 0, returnPath: ReturnPath? = nil) {
+        self.init(kind: kind, correlationID: correlationID, message: message, returnPath: returnPath)
     }
 }
 
@@ -37,9 +38,14 @@ extension PortEnvelope {
     ///     the frame holds the same bytes.
     ///   - route: where the message came in, for a port's ROUTER socket: a request keeps
     ///     it as its `returnPath`.
+    ///   - sender: who sent it (`MessageSenderReader`), read while the frames are held. The
+    ///     envelope is made whole here, with the memberwise initializers: one set on it
+    ///     afterwards, or an explicit initializer, makes the optimizer copy and destroy it
+    ///     through its value witnesses, some 300 instructions a message.
     static func decode(frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, limits: WireLimits,
                        replyAddresses: inout ReplyAddressCache,
                        route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil,
+                       sender: MessageSenderBox? = nil,
                        storage: inout ReceivedMessageStorage)
         throws(WireFormatError) -> PortEnvelope {
         let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
@@ -49,9 +55,10 @@ extension PortEnvelope {
         if case .request = header.kind, let route { // a pattern, not the cross-module `==`
             returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
         }
-        return PortEnvelope(header.kind, LoopMessage(id: header.messageID, components: components,
-                                                     replyPort: checked.replyPort),
-                            correlationID: header.correlationID, returnPath: returnPath)
+        return PortEnvelope(kind: header.kind, correlationID: header.correlationID,
+                            message: LoopMessage(id: header.messageID, components: components,
+                                                 replyPort: checked.replyPort, senderBox: sender),
+                            returnPath: returnPath)
     }
 
     /// Checks every rule of the format on `frames` where libzmq put them: the frames and
