@@ -29,6 +29,17 @@ extension ZMQSocket {
             if returnPath.hasDelimiter { try sendFrame([], more: true) }
             return try send(message, as: kind, correlationID: correlationID, dontWait: false)
         }
+        // The common message, one data component and no reply port, goes as the bytes it
+        // holds: no layout pass over its components, and one copy of the component (a
+        // retain and a release) instead of one per pass.
+        if message.replyPort == nil, message.components.count == 1, case .data(let bytes) = message.components[0] {
+            let id = message.id
+            return try bytes.withUnsafeBytes { data in
+                Result { () throws(SystemCallError) in
+                    try send(id: id, data: data, as: kind, correlationID: correlationID, dontWait: dontWait)
+                }
+            }.get()
+        }
         // The message is only read, field by field, and the closures below capture only
         // what they need: capturing the message costs a retain and a release of each of
         // its references per message.
