@@ -72,11 +72,11 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     /// Once it returns, the message is ZeroMQ's to deliver: a thread that exits, or a
     /// process that ends normally, waits for it to be written out (`exitFlushLimit`).
     public func send(_ message: LoopMessage, timeout: Duration = .seconds(5)) throws(PortError) {
-        try ThreadPortState.current.send(message, to: self, within: timeout)
+        try ThreadPortState.withCurrent { (state) throws(PortError) in try state.send(message, to: self, within: timeout) }
     }
 
     public func send(_ message: LoopMessage, before deadline: Deadline) throws(PortError) {
-        try ThreadPortState.current.send(message, to: self, before: deadline)
+        try ThreadPortState.withCurrent { (state) throws(PortError) in try state.send(message, to: self, before: deadline) }
     }
 
     /// Sends a message with id `id` and one data component, `bytes`, without building a
@@ -85,7 +85,9 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     /// gets what `send(LoopMessage(id: id, components: [.data(bytes)]))` would send.
     /// Waits and throws as `send(_:timeout:)` does. Any thread.
     public func send(id: Int32, bytes: UnsafeRawBufferPointer, timeout: Duration = .seconds(5)) throws(PortError) {
-        try ThreadPortState.current.send(OutgoingBytes(id: id, bytes: bytes), to: self, within: timeout)
+        try ThreadPortState.withCurrent { (state) throws(PortError) in
+            try state.send(OutgoingBytes(id: id, bytes: bytes), to: self, within: timeout)
+        }
     }
 
     public var description: String { "RemotePort(\(address))" }

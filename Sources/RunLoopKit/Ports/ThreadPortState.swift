@@ -46,6 +46,20 @@ final class ThreadPortState {
         return state
     }
 
+    /// Runs `body` with the calling thread's state (made on first use), lent without a
+    /// retain and a release: the thread's key holds it until the thread exits, which
+    /// cannot happen during the call. For the sends, where that pair was two of the few
+    /// atomic operations of a message's whole way.
+    @inline(__always)
+    static func withCurrent(_ body: (ThreadPortState) throws(PortError) -> Void) throws(PortError) {
+        guard let pointer = pthread_getspecific(key) else { return try body(current) }
+        var failure: PortError?
+        Unmanaged<ThreadPortState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { state in
+            do throws(PortError) { try body(state) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
     /// The calling thread's state if it has one; none is made.
     static var existing: ThreadPortState? {
         pthread_getspecific(key).map { Unmanaged<ThreadPortState>.fromOpaque($0).takeUnretainedValue() }
