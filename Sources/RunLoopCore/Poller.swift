@@ -114,14 +114,16 @@ package final class Poller: @unchecked Sendable {
     }
 
     /// Waits until a registered descriptor is ready, `deadline` passes or `wake()` is called,
-    /// then calls `ready` with the token and the ready events (epoll's bits) of each ready
-    /// registered descriptor. With `poll` set it only looks, without sleeping.
-    func wait(until deadline: Deadline, poll: Bool, ready: (UInt64, UInt32) -> Void) throws(SystemCallError) {
+    /// and returns how many registered descriptors are ready: `readyDescriptor(at:)` gives
+    /// the token and the ready events (epoll's bits) of each, until the next wait. With
+    /// `poll` set it only looks, without sleeping. (Read back, not handed to a closure: a
+    /// closure's captures, the loop among them, were retained and released on every sleep.)
+    func wait(until deadline: Deadline, poll: Bool) throws(SystemCallError) -> Int {
         guard let pollSet else {
             // No descriptors to look at: only a sleep, if no wake-up is pending.
             defer { state.pointee.store(0, ordering: .releasing) }
             if !poll && commitToSleep(Poller.sleepingOnFutex) { try sleepOnFutex(until: deadline) }
-            return
+            return 0
         }
         while true {
             // A far deadline arms the timerfd instead of a timeout (see `FarDeadlineTimer`);
@@ -143,18 +145,40 @@ package final class Poller: @unchecked Sendable {
                 throw error
             }
             state.pointee.store(0, ordering: .releasing)
-            var onlyTheTimerFired = count > 0
-            for index in 0..<count {
-                switch events[index].data.u64 {
-                case Poller.wakeToken: pollSet.drainWakeUps(); onlyTheTimerFired = false
-                case FarDeadlineTimer.token: farDeadlineTimer?.fired()
-                case let token: ready(token, events[index].events); onlyTheTimerFired = false
-                }
-            }
+            let found = Poller.partition(&events, count: count)
+            if found.wokenUp { pollSet.drainWakeUps() }
+            if found.timerFired { farDeadlineTimer?.fired() }
             // The timerfd kept an earlier sleep's deadline and fired before this one's: that
             // is nobody's event, so sleep on (re-armed) rather than wake the loop for nothing.
-            guard committed, onlyTheTimerFired, Deadline.now() < deadline else { return }
+            let onlyTheTimerFired = found.timerFired && !found.wokenUp && found.ready == 0
+            guard committed, onlyTheTimerFired, Deadline.now() < deadline else { return found.ready }
         }
+    }
+
+    /// Sorts the first `count` of a wait's `events`: the registered descriptors' move to
+    /// the front, in order, and their number is `ready`; the wake-up descriptor's and the
+    /// far-deadline timer's are only noted.
+    @inline(__always)
+    static func partition(_ events: inout [epoll_event], count: Int) -> (ready: Int, wokenUp: Bool, timerFired: Bool) {
+        var ready = 0
+        var wokenUp = false
+        var timerFired = false
+        for index in 0..<count {
+            switch events[index].data.u64 {
+            case Poller.wakeToken: wokenUp = true
+            case FarDeadlineTimer.token: timerFired = true
+            default:
+                events[ready] = events[index]
+                ready += 1
+            }
+        }
+        return (ready, wokenUp, timerFired)
+    }
+
+    /// The token and the ready events (epoll's bits) of the `index`th descriptor the last
+    /// `wait` found ready (`index` below what it returned).
+    func readyDescriptor(at index: Int) -> (token: UInt64, events: UInt32) {
+        (events[index].data.u64, events[index].events)
     }
 
     /// Arms the far-deadline timer, making it and adding it to the poll set the first time.

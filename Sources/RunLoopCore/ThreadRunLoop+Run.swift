@@ -119,7 +119,9 @@ extension ThreadRunLoop {
         let asleepSince = instruments.sleepBegins()
         var failure: SystemCallError?
         do { //                                                                 step 7
-            try poller.wait(until: wakeTime, poll: pollOnly) { token, events in
+            let readyCount = try poller.wait(until: wakeTime, poll: pollOnly)
+            for index in 0..<readyCount {
+                let (token, events) = poller.readyDescriptor(at: index)
                 // A port's report carries its port source: queued without another look-up.
                 if let port = descriptors.reported(token, events: events) {
                     ports.descriptorReady(port, runningMode: items)

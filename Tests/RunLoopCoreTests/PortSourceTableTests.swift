@@ -50,6 +50,16 @@ final class PortSourceTableTests: XCTestCase {
         return items
     }
 
+    /// The port sources the poll set reports ready now, looked at without sleeping, as a
+    /// loop's sleep reads them.
+    private func reportedPorts() throws -> [PortSourceTable.Entry] {
+        let count = try poller.wait(until: .now(), poll: true)
+        return (0..<count).compactMap { index in
+            let (token, events) = poller.readyDescriptor(at: index)
+            return descriptors.reported(token, events: events)
+        }
+    }
+
     private func applyChanges(for items: ModeItems) {
         XCTAssertNoThrow(try descriptors.applyChanges(runningMode: items, mainQueueWanted: false, poller: poller))
     }
@@ -267,11 +277,9 @@ final class PortSourceTableTests: XCTestCase {
 
         applyChanges(for: items)
         port.signal()
-        try poller.wait(until: .now(), poll: true) { token, events in
-            if let entry = descriptors.reported(token, events: events) {
-                XCTAssertTrue(entry === newEntry)
-                table.descriptorReady(entry, runningMode: items)
-            }
+        for entry in try reportedPorts() {
+            XCTAssertTrue(entry === newEntry)
+            table.descriptorReady(entry, runningMode: items)
         }
         XCTAssertTrue(try entry(of: port, in: items) === newEntry, "the new one's own report queues it")
         table.removed(port, descriptors: &descriptors, poller: poller)
@@ -388,11 +396,7 @@ final class PortSourceTableTests: XCTestCase {
         try deliver(from: quiet, in: items, .empty)
 
         port.signal()
-        try poller.wait(until: .now(), poll: true) { token, events in
-            if let entry = descriptors.reported(token, events: events) {
-                table.descriptorReady(entry, runningMode: items)
-            }
-        }
+        for entry in try reportedPorts() { table.descriptorReady(entry, runningMode: items) }
         XCTAssertTrue(table.isQueuedAsReady(port))
         XCTAssertFalse(table.isQueuedAsReady(quiet))
         table.removed(port, descriptors: &descriptors, poller: poller)
