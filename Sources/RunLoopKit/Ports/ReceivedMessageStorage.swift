@@ -40,25 +40,33 @@ struct ReceivedMessageStorage {
         } else {
             bytes = [UInt8](data)
         }
-        guard components.capacity > 0 else { return [.data(bytes)] }
+        guard components.capacity > 0 else { return [.data(consume bytes)] }
         var components: [LoopMessage.Component] = []
         swap(&components, &self.components)
-        components.append(.data(bytes))
+        components.append(.data(consume bytes))
         return components
     }
 
     /// Takes back the buffers of `delivered`, a delivered message's components its handler
     /// is done with, if it is one data component.
     mutating func recycle(_ delivered: inout [LoopMessage.Component]) {
-        guard delivered.count == 1, case .data(let bytes) = delivered[0], bytes.capacity <= Self.largestKeptData else {
+        guard delivered.count == 1, delivered[0].dataCapacity.map({ $0 <= Self.largestKeptData }) == true,
+              case .data(let bytes) = delivered.removeLast() else {
             return
         }
         // Emptying `delivered` (`removeLast` keeps a buffer it owns alone and copies a
         // shared one first) leaves `bytes` their last owner, unless the handler kept them;
         // then the next message's write copies them first, and never writes into what a
         // handler kept.
-        delivered.removeLast()
         swap(&components, &delivered)
-        self.bytes = bytes
+        self.bytes = consume bytes
+    }
+}
+
+extension LoopMessage.Component {
+    /// The capacity of a data component's bytes; nil for a port. (Read in place: binding
+    /// the bytes would copy them, a retain and a release.)
+    fileprivate var dataCapacity: Int? {
+        if case .data(let bytes) = self { bytes.capacity } else { nil }
     }
 }
