@@ -48,8 +48,8 @@ final class ThreadPortState {
 
     /// Runs `body` with the calling thread's state (made on first use), lent without a
     /// retain and a release: the thread's key holds it until the thread exits, which
-    /// cannot happen during the call. For the sends, where that pair was two of the few
-    /// atomic operations of a message's whole way.
+    /// cannot happen during the call. For the sends, where that pair would be two of the
+    /// few atomic operations on a message's whole way.
     @inline(__always)
     static func withCurrent(_ body: (ThreadPortState) throws(PortError) -> Void) throws(PortError) {
         guard let pointer = pthread_getspecific(key) else { return try body(current) }
