@@ -19,16 +19,44 @@ final class ReceivedMessageStorageTests: XCTestCase {
         (components.withUnsafeBytes { $0.baseAddress }, bytes(components).withUnsafeBytes { $0.baseAddress })
     }
 
-    func testTheNextMessageIsWrittenIntoTheBuffersOfOneItsHandlerKeptNothingOf() {
+    /// `second`, received after `first` whose handler kept nothing, lands in `first`'s
+    /// component array and bytes, holding its own bytes.
+    private func assertWrittenIntoTheBuffersOfTheMessageBefore(_ first: String, then second: String,
+                                                               file: StaticString = #filePath, line: UInt = #line) {
         var storage = ReceivedMessageStorage()
-        var first = received("first message", into: &storage)
-        let firstAddresses = addresses(first)
-        storage.recycle(&first)
-        XCTAssertTrue(first.isEmpty)
-        let second = received("second", into: &storage)
-        XCTAssertEqual(bytes(second), Array("second".utf8))
-        XCTAssertEqual(addresses(second).components, firstAddresses.components, "the same component array")
-        XCTAssertEqual(addresses(second).bytes, firstAddresses.bytes, "the same bytes")
+        var delivered = received(first, into: &storage)
+        let firstAddresses = addresses(delivered)
+        storage.recycle(&delivered)
+        XCTAssertTrue(delivered.isEmpty, file: file, line: line)
+        let next = received(second, into: &storage)
+        XCTAssertEqual(bytes(next), Array(second.utf8), file: file, line: line)
+        XCTAssertEqual(addresses(next).components, firstAddresses.components, "the same component array", file: file, line: line)
+        XCTAssertEqual(addresses(next).bytes, firstAddresses.bytes, "the same bytes", file: file, line: line)
+    }
+
+    /// A handler keeps only the bytes of `first` (`message.data[0]`); `second` reuses the
+    /// component array, which was the port's alone, and never writes into the kept bytes.
+    private func assertKeptBytesAreNeverWrittenOver(_ first: String, then second: String,
+                                                    file: StaticString = #filePath, line: UInt = #line) {
+        var storage = ReceivedMessageStorage()
+        var delivered = received(first, into: &storage)
+        let keptBytes = bytes(delivered)
+        let firstAddresses = addresses(delivered)
+        storage.recycle(&delivered)
+        let next = received(second, into: &storage)
+        XCTAssertEqual(keptBytes, Array(first.utf8), file: file, line: line)
+        XCTAssertEqual(bytes(next), Array(second.utf8), file: file, line: line)
+        XCTAssertEqual(addresses(next).components, firstAddresses.components, "the component array was the port's alone",
+                       file: file, line: line)
+        XCTAssertNotEqual(addresses(next).bytes, keptBytes.withUnsafeBytes { $0.baseAddress }, file: file, line: line)
+    }
+
+    func testTheNextMessageIsWrittenIntoTheBuffersOfOneItsHandlerKeptNothingOf() {
+        assertWrittenIntoTheBuffersOfTheMessageBefore("first message", then: "second")
+    }
+
+    func testAMessageOfTheLastOnesSizeIsWrittenOverItsBytes() {
+        assertWrittenIntoTheBuffersOfTheMessageBefore("sixteen bytes ab", then: "sixteen bytes cd")
     }
 
     func testAMessageTheHandlerKeptIsNeverWrittenOver() {
@@ -44,38 +72,11 @@ final class ReceivedMessageStorageTests: XCTestCase {
     }
 
     func testBytesTheHandlerKeptAreNeverWrittenOverThoughTheArrayIsReused() {
-        var storage = ReceivedMessageStorage()
-        var first = received("kept bytes", into: &storage)
-        let keptBytes = bytes(first) // the handler keeps `message.data[0]` only
-        let firstAddresses = addresses(first)
-        storage.recycle(&first)
-        let second = received("next one!", into: &storage)
-        XCTAssertEqual(keptBytes, Array("kept bytes".utf8))
-        XCTAssertEqual(bytes(second), Array("next one!".utf8))
-        XCTAssertEqual(addresses(second).components, firstAddresses.components, "the component array was the port's alone")
-        XCTAssertNotEqual(addresses(second).bytes, keptBytes.withUnsafeBytes { $0.baseAddress })
-    }
-
-    func testAMessageOfTheLastOnesSizeIsWrittenOverItsBytes() {
-        var storage = ReceivedMessageStorage()
-        var first = received("sixteen bytes ab", into: &storage)
-        let firstAddresses = addresses(first)
-        storage.recycle(&first)
-        let second = received("sixteen bytes cd", into: &storage)
-        XCTAssertEqual(bytes(second), Array("sixteen bytes cd".utf8))
-        XCTAssertEqual(addresses(second).components, firstAddresses.components, "the same component array")
-        XCTAssertEqual(addresses(second).bytes, firstAddresses.bytes, "the same bytes, written over")
+        assertKeptBytesAreNeverWrittenOver("kept bytes", then: "next one!")
     }
 
     func testBytesTheHandlerKeptAreNotWrittenOverByAMessageOfTheirSize() {
-        var storage = ReceivedMessageStorage()
-        var first = received("kept: 12 bytes", into: &storage)
-        let keptBytes = bytes(first) // the handler keeps `message.data[0]` only
-        storage.recycle(&first)
-        let second = received("next 14 bytes!", into: &storage)
-        XCTAssertEqual(keptBytes, Array("kept: 12 bytes".utf8))
-        XCTAssertEqual(bytes(second), Array("next 14 bytes!".utf8))
-        XCTAssertNotEqual(addresses(second).bytes, keptBytes.withUnsafeBytes { $0.baseAddress })
+        assertKeptBytesAreNeverWrittenOver("kept, 14 bytes", then: "next, 14 bytes")
     }
 
     func testAMessageLargerThanTheKeptBytesGetsBuffersOfItsOwn() {
