@@ -29,8 +29,14 @@ package final class ZMQSocket {
         let slots: ZMQFrameSlots
         let count: Int
     }
-    /// Whether `close()` closed it already (then `deinit` does not).
-    private var isClosed = false
+    /// Whether `close()` closed it already (then `deinit` does not). The socket's thread
+    /// only; see architecture.md, exclusivity checks.
+    @exclusivity(unchecked) private var isClosed = false
+
+    /// Whether the socket is still open (`close()` not called). A getter compiled here, with
+    /// the field's unchecked exclusivity: another module reading the field itself would
+    /// make Swift's dynamic exclusivity check (about 40 instructions) on every read.
+    package var isOpen: Bool { !isClosed }
     /// The buffers `sendFrame(byteCount:more:dontWait:_:)` fills and hands to libzmq (a
     /// CFramePool pool, whose owner thread is this socket's): created by the first frame
     /// that needs one, retired when the socket closes. libzmq gives each buffer back on

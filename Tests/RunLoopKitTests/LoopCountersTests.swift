@@ -108,7 +108,7 @@ final class LoopCountersTests: XCTestCase {
         try doomed?.connect(port.inProcessAddress.rawValue)
         XCTAssertEqual(try doomed?.send(WireCodec.encode(LoopMessage(id: 9).wire(kind: .request, correlationID: 1)), dontWait: false), true)
         doomed = nil
-        XCTAssertTrue(try waitUntilUnroutable(routingID, from: XCTUnwrap(port.socket)), "libzmq saw the requester go")
+        XCTAssertTrue(try waitUntilUnroutable(routingID, from: port.socket), "libzmq saw the requester go")
         let before = counters
         XCTAssertTrue(runCurrentLoop(in: mode) { requests == 1 })
         XCTAssertEqual(counters.messagesDropped[.requesterGone]! - before.messagesDropped[.requesterGone]!, 1)

@@ -39,6 +39,24 @@ final class LoopMessageViewTests: XCTestCase {
         other.invalidate()
     }
 
+    func testABorrowingHandlerMayInvalidateItsOwnPortAndStillReadTheMessageItWasLent() throws {
+        // Long enough for a frame of the sender's pool, not one libzmq keeps inside its message.
+        let text = String(repeating: "lent until the handler returns; ", count: 8)
+        var read: [String] = []
+        let port = try LocalPort()
+        port.borrowingHandler = { [unowned port] view in
+            port.invalidate() // closes the socket now, while the message's frames are lent
+            read.append(view.firstData.map { String(decoding: $0, as: UTF8.self) } ?? "none")
+            return nil
+        }
+        loop.add(port, to: .default)
+        TestThread { do { try port.send(LoopMessage(id: 3, text: text)) } catch { XCTFail("\(error)") } }.join()
+        XCTAssertTrue(runCurrentLoop { !read.isEmpty })
+        XCTAssertEqual(read, [text])
+        XCTAssertFalse(port.isValid)
+        XCTAssertFalse(port.socket.isOpen)
+    }
+
     func testABorrowingHandlersReturnValueIsTheReplyAndItsErrorTheFailure() throws {
         struct Refused: Error, CustomStringConvertible { var description: String { "refused" } }
         var handled = 0

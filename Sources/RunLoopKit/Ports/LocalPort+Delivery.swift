@@ -6,7 +6,7 @@ import RunLoopZMQ
 extension LocalPort: PortSourceDriver, WireReceiver {
     /// `ZMQ_EVENTS` says a message can be received now.
     package func hasPendingMessage() -> Bool {
-        guard let socket, let events = try? socket.events else { return false }
+        guard socket.isOpen, let events = try? socket.events else { return false }
         return events.contains(.pollIn)
     }
 
@@ -15,7 +15,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// `.empty` means drained: libzmq's non-blocking receive processed the socket's
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
-        guard let socket else { return .empty }
+        guard socket.isOpen else { return .empty }
         if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
         // The frames are given back before the handler runs: it may receive again (a nested run).
         return receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
@@ -196,7 +196,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// in on, without waiting: a requester that is gone, or that does not read its replies,
     /// costs it its reply, never the loop its time.
     private func sendReply(_ reply: LoopMessage, as kind: WireKind, correlationID: UInt64, via returnPath: ReturnPath?) {
-        guard let socket, let returnPath else { return drop(.replyNotSent, "the port is closed") }
+        guard socket.isOpen, let returnPath else { return drop(.replyNotSent, "the port is closed") }
         do { try reply.checkSize() } catch { return drop(.replyNotSent, "\(error)") }
         do {
             guard try socket.send(reply, as: kind, correlationID: correlationID, dontWait: true, via: returnPath) else {

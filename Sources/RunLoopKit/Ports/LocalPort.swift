@@ -56,8 +56,11 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     package let pollDescriptor: Int32
     public let statistics = PortStatistics()
 
+    /// The port's ROUTER socket, closed (`isOpen` false) when the port closes and kept until
+    /// the port goes: a `let`, so that a receive borrows it from the port instead of
+    /// retaining it (as `PortConnection`'s). Owner thread only.
+    let socket: ZMQSocket
     // Owner thread only.
-    var socket: ZMQSocket?
     private(set) var registration: PortDirectory.Registration?
     private(set) var tcpAddresses: [PortAddress] = []
     /// The reply address of the last message, validated (see `ReplyAddressCache`).
@@ -134,7 +137,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// live port holds the name (here or in another process); a dead owner's name is taken over.
     public func register(name: String) throws(PortError) {
         try checkOwnerThread()
-        guard registration == nil, let socket else { throw .invalidated }
+        guard registration == nil, socket.isOpen else { throw .invalidated }
         let reserved = try PortDirectory.shared.reserve(name)
         do throws(SystemCallError) {
             try socket.bind(reserved.ipcAddress.rawValue)
@@ -170,7 +173,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// it is not running yet.
     public func requireCurve(_ keys: PortKeyPair, allowing clients: PortClientAllowList? = nil) throws(PortError) {
         try checkOwnerThread()
-        guard let socket else { throw .invalidated }
+        guard socket.isOpen else { throw .invalidated }
         guard registration == nil, tcpAddresses.isEmpty else {
             throw .system(SystemCallError(code: .wrongState, call: "requireCurve: the port already has ipc or tcp endpoints"))
         }
@@ -220,7 +223,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     public func bind(tcp endpoint: String, insecure: Bool = false) throws(PortError) -> PortAddress {
         try checkOwnerThread()
         guard endpoint.hasPrefix("tcp://") else { throw .invalidAddress(endpoint) }
-        guard let socket else { throw .invalidated }
+        guard socket.isOpen else { throw .invalidated }
         guard requiresCurve || insecure || Self.isLoopback(tcpEndpoint: endpoint) else { throw .insecureBind(endpoint) }
         let endpoint = try asPortError { () throws(SystemCallError) in
             if endpoint.contains("[") { try socket.setOption(.ipv6, true) } // libzmq binds IPv6 only when asked
@@ -290,7 +293,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// be the next owner's. (Callers first mark the port closing in the directory, so that
     /// no sender connects to it meanwhile.)
     private func closeSocketAndGiveBackAddresses() {
-        socket = nil
+        socket.close()
         // After the close: until then its handshakes still need the policy.
         if let authenticationDomain { try? ZMQAuthenticator.shared().unregister(domain: authenticationDomain) }
         authenticationDomain = nil
