@@ -12,9 +12,11 @@ final class RunLoopKitPingPong: LatencyContender {
     let name: String
 
     /// The driver's side; used on the driver thread only. The fields the handler touches
-    /// per round trip skip Swift's dynamic exclusivity check (and the handler holds the
-    /// pinger `unowned(unsafe)`: it lives in `pinger` until `finish()`), so that the
-    /// bench's own bookkeeping costs what the floor's local variables do.
+    /// per round trip skip Swift's dynamic exclusivity check, and the handler captures the
+    /// pinger strongly (a cycle through its port, broken by `finish()`'s `invalidate()`,
+    /// which drops the handler): read from the closure's context it is borrowed, where an
+    /// `unowned(unsafe)` capture is retained and released around each use. So the bench's
+    /// own bookkeeping costs what the floor's local variables do.
     private final class Pinger {
         var port: LocalPort?
         @exclusivity(unchecked) var target: RemotePort?
@@ -46,7 +48,7 @@ final class RunLoopKitPingPong: LatencyContender {
         let pinger = pinger
         let driverPort: (remote: RemotePort, tcpPort: Int?) = driver.run {
             let state = Pinger()
-            let port = RunLoopKitPingPong.makePort(name: portName) { [unowned(unsafe) state] _ in
+            let port = RunLoopKitPingPong.makePort(name: portName) { [state] _ in
                 state.recorder.record(nanoseconds: Clock.now() &- state.sentAt)
                 state.remaining -= 1
                 if state.remaining > 0 { state.ping() }
