@@ -18,8 +18,9 @@ struct PortSourceTable {
     /// the wait by the poll set's report, to the pass by `nextReady`, and back by
     /// `willDeliver`/`didDeliver`, so neither a wake-up nor a delivery looks anything up.
     ///
-    /// Held by the table (`byPort`, `ready`), by its registration while that is in the
-    /// descriptor table, and by a pass delivering its messages. It does not hold its
+    /// Held by the table (`byPort`; the ready queue links it unretained), by its
+    /// registration while that is in the descriptor table, and by a pass delivering its
+    /// messages. It does not hold its
     /// registration, so that neither keeps the other alive once the port has left.
     final class Entry {
         let port: any PortSourceDriver
@@ -28,8 +29,10 @@ struct PortSourceTable {
         /// Paused by a message stream's back-pressure: its descriptor wants nothing and none
         /// of its messages is delivered (see `setPaused`).
         @exclusivity(unchecked) var isPaused = false
-        /// Whether the entry is in `ready`, so queueing never searches the queue.
+        /// Whether the entry is in the ready queue, so queueing never searches the queue.
         @exclusivity(unchecked) var isQueued = false
+        /// The next entry of the ready queue while this one is queued (see `readyHead`).
+        @exclusivity(unchecked) fileprivate var nextQueued: Unmanaged<Entry>?
         /// False once the port has left the loop. Whoever still holds the entry then (a pass
         /// delivering its message, a report for its registration) must leave it alone: a port
         /// added again gets a new entry and a new registration.
@@ -47,8 +50,13 @@ struct PortSourceTable {
     }
 
     private var byPort: [ObjectIdentifier: Member] = [:]
-    /// Ready ports in the order they became ready, served round-robin.
-    private var ready: [Entry] = []
+    /// The ready queue: ready ports in the order they became ready, served round-robin,
+    /// linked through their entries (`nextQueued`). The links are unretained: an entry is
+    /// queued only while `byPort` holds it (`removed` and `removeAll` take it off first),
+    /// so that queueing and dequeueing, once or twice a message, neither touch a reference
+    /// count nor run an array's generic code.
+    private var readyHead: Unmanaged<Entry>?
+    private var readyTail: Unmanaged<Entry>?
     /// The entry of the port the last send went through, while that port is in the loop:
     /// a requester sends every request on the same connection, and finding its entry
     /// again in `byPort` (hashing the port, probing the table) cost a fifth of what the
@@ -105,10 +113,16 @@ struct PortSourceTable {
         }
     }
 
-    /// The first ready port that is in `items`' mode and not paused.
-    func nextReady(in items: ModeItems) -> Entry? {
-        for entry in ready where !entry.isPaused && items.contains(.port(entry.port)) {
-            return entry
+    /// The first ready port that is in `items`' mode and not paused. (`mutating`, though
+    /// it changes nothing: the loop then hands it the table where it is, in place; a
+    /// non-mutating call would copy the table out of the loop, retaining and releasing
+    /// its dictionary and its last-sent entry, at every pass.)
+    mutating func nextReady(in items: ModeItems) -> Entry? {
+        var queued = readyHead
+        while let current = queued {
+            let entry = current.takeUnretainedValue()
+            if !entry.isPaused && items.contains(.port(entry.port)) { return entry }
+            queued = entry.nextQueued
         }
         return nil
     }
@@ -184,12 +198,14 @@ struct PortSourceTable {
     mutating func removeAll(descriptors: inout DescriptorTable, poller: Poller) {
         let members = byPort.values
         byPort.removeAll()
-        ready.removeAll()
+        readyHead = nil
+        readyTail = nil
         lastSentOn = nil
         for member in members {
             descriptors.unregister(member.registration, poller: poller)
             member.entry.isRegistered = false
             member.entry.isQueued = false
+            member.entry.nextQueued = nil
             member.entry.port.detachedFromLoop()
         }
     }
@@ -197,12 +213,34 @@ struct PortSourceTable {
     private mutating func enqueue(_ entry: Entry) {
         guard !entry.isQueued else { return }
         entry.isQueued = true
-        ready.append(entry)
+        entry.nextQueued = nil
+        let queued = Unmanaged.passUnretained(entry)
+        if let tail = readyTail {
+            tail._withUnsafeGuaranteedRef { $0.nextQueued = queued }
+        } else {
+            readyHead = queued
+        }
+        readyTail = queued
     }
 
     private mutating func dequeue(_ entry: Entry) {
-        guard entry.isQueued, let index = ready.firstIndex(where: { $0 === entry }) else { return }
+        guard entry.isQueued else { return }
+        let target = Unmanaged.passUnretained(entry).toOpaque()
+        var previous: Unmanaged<Entry>?
+        var queued = readyHead
+        while let current = queued, current.toOpaque() != target {
+            previous = current
+            queued = current._withUnsafeGuaranteedRef { $0.nextQueued }
+        }
+        guard queued != nil else { return } // unreachable: a queued entry is in the queue
+        let next = entry.nextQueued
+        if let previous {
+            previous._withUnsafeGuaranteedRef { $0.nextQueued = next }
+        } else {
+            readyHead = next
+        }
+        if next == nil { readyTail = previous }
+        entry.nextQueued = nil
         entry.isQueued = false
-        ready.remove(at: index)
     }
 }

@@ -142,6 +142,34 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertNil(table.nextReady(in: mode("z")))
     }
 
+    /// The ready queue's order, read by draining it: each port taken as a pass takes it,
+    /// and its receive found empty.
+    private func drainedOrder(in items: ModeItems) -> [ObjectIdentifier] {
+        var order: [ObjectIdentifier] = []
+        while let entry = table.nextReady(in: items), order.count < 10 {
+            order.append(ObjectIdentifier(entry.port))
+            table.willDeliver(from: entry)
+            table.didDeliver(from: entry, .empty)
+        }
+        return order
+    }
+
+    func testPortsLeavingTheFrontMiddleOrBackOfTheReadyQueueLeaveTheRestInOrder() throws {
+        let ports = try (0..<5).map { _ in try FakePort() }
+        let items = ModeItems(mode: LoopMode("x"))
+        for port in ports { XCTAssertTrue(items.insert(.port(port))) }
+        for port in ports[0..<4] { table.added(port, descriptors: &descriptors) } // queued 0, 1, 2, 3
+        table.removed(ports[1], descriptors: &descriptors, poller: poller) // from the middle
+        table.removed(ports[3], descriptors: &descriptors, poller: poller) // from the back
+        table.added(ports[4], descriptors: &descriptors) // behind 2, the back now
+        table.removed(ports[0], descriptors: &descriptors, poller: poller) // from the front
+        XCTAssertEqual(drainedOrder(in: items), [ports[2], ports[4]].map(ObjectIdentifier.init))
+        table.added(ports[0], descriptors: &descriptors) // into the empty queue
+        table.added(ports[1], descriptors: &descriptors)
+        XCTAssertEqual(drainedOrder(in: items), [ports[0], ports[1]].map(ObjectIdentifier.init))
+        XCTAssertNil(table.nextReady(in: items))
+    }
+
     func testADeliveringPortIsRequeuedAtTheBackUntilAReceiveFindsItDrained() throws {
         let a = try FakePort(), b = try FakePort()
         let items = mode("x", holding: a, b)
