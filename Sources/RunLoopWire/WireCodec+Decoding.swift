@@ -37,10 +37,25 @@ extension WireCodec {
         /// The components in order, each with its bytes where they were received.
         @inlinable package var components: Components { Components(self) }
 
+        /// Component 0 (of a message that has one), read straight from the table's first
+        /// entry: the common message's only component, without the walk's iterator, which
+        /// copies the header.
+        @inlinable package var firstComponent: ComponentBytes {
+            precondition(componentCount > 0, "component 0 of 0")
+            let kind = messageFrame[fixedHeaderSize]
+            if kind == ownFrameDataKind { return ComponentBytes(isPort: false, bytes: frames[1]) }
+            let length = Int(UInt32(littleEndian: messageFrame.loadUnaligned(fromByteOffset: fixedHeaderSize + 1,
+                                                                             as: UInt32.self)))
+            let start = fixedHeaderSize + tableEntrySize * componentCount + replyPort.count
+            return ComponentBytes(isPort: kind == portKind,
+                                  bytes: UnsafeRawBufferPointer(rebasing: messageFrame[start..<start + length]))
+        }
+
         /// Component `index` (below `componentCount`), found by walking the table from the
         /// start: O(`index`). Iterate `components` to visit them all.
         @inlinable package func component(at index: Int) -> ComponentBytes {
             precondition(index >= 0 && index < componentCount, "component \(index) of \(componentCount)")
+            if index == 0 { return firstComponent }
             var components = components
             for _ in 0..<index { _ = components.next() }
             return components.next()!

@@ -115,6 +115,33 @@ final class WireCodecTests: XCTestCase {
         assertRoundTrips(message, as: frames(messageID: 5, [.alone(large)]))
     }
 
+    func testTheFirstComponentReadStraightFromTheTableIsTheWalksFirst() throws {
+        let large = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 3) }
+        let messages = [
+            WireMessage(messageID: 1, components: [.data([1, 2, 3])]),
+            WireMessage(messageID: 2, replyAddress: "inproc://rlk.reply", components: [.data([4, 5]), .data([6])]),
+            WireMessage(messageID: 3, components: [.port(address: "inproc://rlk.first"), .data([7])]),
+            WireMessage(messageID: 4, replyAddress: "inproc://rlk.reply", components: [.data(large), .data([8])]),
+            WireMessage(messageID: 5, components: [.data([])]),
+        ]
+        for message in messages {
+            let read = try WireCodec.withFramesLent(WireCodec.encode(message)) { (frames) throws(WireFormatError) in
+                let header = try WireCodec.checkedHeader(frames, limits: .default)
+                let walked = header.components.first(where: { _ in true })!
+                let first = header.firstComponent
+                let atZero = header.component(at: 0)
+                return [(first.isPort, Array(first.bytes)), (walked.isPort, Array(walked.bytes)),
+                        (atZero.isPort, Array(atZero.bytes))]
+            }
+            XCTAssertEqual(read.map(\.0), Array(repeating: read[1].0, count: 3), "message \(message.messageID)")
+            XCTAssertEqual(read.map(\.1), Array(repeating: read[1].1, count: 3), "message \(message.messageID)")
+            switch message.components[0] {
+            case .data(let bytes): XCTAssertEqual(read[0].1, bytes)
+            case .port(let address): XCTAssertEqual(read[0].1, Array(address.utf8))
+            }
+        }
+    }
+
     func testInlineAndLoneComponentsMixInTableOrder() {
         let first = Array(repeating: UInt8(1), count: 65536) // the smallest that travels alone
         let second = Array(repeating: UInt8(2), count: 70_000)

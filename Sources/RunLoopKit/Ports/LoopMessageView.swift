@@ -53,6 +53,9 @@ public struct LoopMessageView: ~Copyable {
 
     /// The bytes of the first data component, if any, valid until the handler returns.
     public var firstData: UnsafeRawBufferPointer? {
+        guard header.componentCount > 0 else { return nil }
+        let first = header.firstComponent // the common case, without a walk of the table
+        if !first.isPort { return first.bytes }
         for component in header.components where !component.isPort { return component.bytes }
         return nil
     }

@@ -102,7 +102,7 @@ extension PortEnvelope {
     private static func decodeComponents(_ header: WireCodec.CheckedHeader,
                                          storage: inout ReceivedMessageStorage) -> [LoopMessage.Component] {
         if header.componentCount == 1 {
-            let component = header.component(at: 0)
+            let component = header.firstComponent
             if !component.isPort { return storage.oneDataComponent(component.bytes) }
             return [LoopMessage.Component(received: component)]
         }
