@@ -106,7 +106,7 @@ struct PortSourceTable {
     /// is left alone.
     mutating func descriptorReady(_ entry: Entry, runningMode items: ModeItems) {
         guard entry.isRegistered, !entry.isPaused else { return }
-        if items.contains(.port(entry.port)) || entry.port.hasPendingMessage() {
+        if items.contains(port: entry.port) || entry.port.hasPendingMessage() {
             enqueue(entry)
         } else {
             dequeue(entry)
@@ -121,7 +121,7 @@ struct PortSourceTable {
         var queued = readyHead
         while let current = queued {
             let entry = current.takeUnretainedValue()
-            if !entry.isPaused && items.contains(.port(entry.port)) { return entry }
+            if !entry.isPaused && items.contains(port: entry.port) { return entry }
             queued = entry.nextQueued
         }
         return nil
