@@ -64,7 +64,7 @@ extension ThreadRunLoop {
     /// pass runs none of the code of a step it skips (in a ping-pong, 2 % of the
     /// instructions and 6 % of the L1i misses that callgrind's cache simulation counts).
     private func makePasses(in items: ModeItems, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
-        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        if takeStopRequest() { return .stopped }
         let pollOnly = deadline != .distantFuture && deadline <= .now() // no clock read for `run()`
         while true {
             let pass = instruments.passBegins()
@@ -203,12 +203,21 @@ extension ThreadRunLoop {
         }
     }
 
+    /// Consumes a `stop()`, if one came: a plain load first, and the exchange that takes
+    /// it (and acquires what the stopping thread did before) only when it is set, so that
+    /// a pass without one makes no locked instruction for it. A stop stored just after the
+    /// load is found by the next pass: `stop()` wakes the loop.
+    @inline(__always)
+    private func takeStopRequest() -> Bool {
+        stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .acquiringAndReleasing)
+    }
+
     /// How a run ends after a pass, in `__CFRunLoopRun`'s order; nil to go on.
     private func passResult(_ items: ModeItems, _ deadline: Deadline, _ handledSource: Bool,
                             _ returnAfterSourceHandled: Bool) -> RunResult? {
         if handledSource && returnAfterSourceHandled { return .handledSource }
         if deadline != .distantFuture && Deadline.now() >= deadline { return .timedOut }
-        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        if takeStopRequest() { return .stopped }
         if isEmpty(items) { return .finished }
         return nil
     }
