@@ -20,8 +20,8 @@ struct PortSourceTable {
     ///
     /// Held by the table (`byPort`; the ready queue links it unretained), by its
     /// registration while that is in the descriptor table, and by a pass delivering its
-    /// messages. It does not hold its
-    /// registration, so that neither keeps the other alive once the port has left.
+    /// messages. It does not hold its registration, so that neither keeps the other alive
+    /// once the port has left.
     final class Entry {
         let port: any PortSourceDriver
         // Loop thread only, like the table; see architecture.md, exclusivity checks.
@@ -232,7 +232,7 @@ struct PortSourceTable {
             previous = current
             queued = current._withUnsafeGuaranteedRef { $0.nextQueued }
         }
-        guard queued != nil else { return } // unreachable: a queued entry is in the queue
+        guard queued != nil else { return assertionFailure("a queued port source is not in the ready queue") }
         let next = entry.nextQueued
         if let previous {
             previous._withUnsafeGuaranteedRef { $0.nextQueued = next }

@@ -37,6 +37,7 @@ package final class ZMQSocket {
     /// the field's unchecked exclusivity: another module reading the field itself would
     /// make Swift's dynamic exclusivity check (about 40 instructions) on every read.
     package var isOpen: Bool { !isClosed }
+
     /// The buffers `sendFrame(byteCount:more:dontWait:_:)` fills and hands to libzmq (a
     /// CFramePool pool, whose owner thread is this socket's): created by the first frame
     /// that needs one, retired when the socket closes. libzmq gives each buffer back on
