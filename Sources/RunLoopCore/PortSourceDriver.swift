@@ -6,7 +6,8 @@
 /// So the loop never trusts the descriptor alone. A port of the running mode whose
 /// descriptor fires is queued and drained: it stays queued after every message and
 /// leaves the queue only when a non-blocking receive finds nothing (or `ZMQ_EVENTS`,
-/// asked after a send on its socket, says nothing waits). libzmq answers either only
+/// asked after a send on its socket or after the one message of a run that returns after
+/// a handled source, says nothing waits). libzmq answers either only
 /// after processing the socket's command mailbox (see
 /// `ZMQSocket.receive(dontWait:maxFrames:_:)`), so the descriptor is re-armed and nothing
 /// is stranded.
@@ -19,6 +20,12 @@ package protocol PortSourceDriver: AnyObject {
     var pollDescriptor: Int32 { get }
     /// Whether a message can be received now without blocking (`ZMQ_EVENTS & ZMQ_POLLIN`).
     func hasPendingMessage() -> Bool
+    /// Whether `hasPendingMessage()` may stand in for the receive that would find the port
+    /// drained, after the one message of a run that returns after a handled source. True
+    /// for a port's ROUTER, which keeps what a peer sent before hanging up until it is read.
+    /// False for a requester's connection: a connecting socket that processes a hang-up
+    /// before reading drops what it still held, and its next step, a send, asks anyway.
+    var canAskInsteadOfDraining: Bool { get }
     /// Receives one message without blocking and delivers it. `.empty` only once libzmq,
     /// having processed the socket's mailbox, found nothing waiting.
     func handleOneMessage() -> PortDelivery

@@ -10,7 +10,8 @@
 /// A port is queued as ready when it is added or resumed, when its descriptor fires
 /// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
 /// after each message it delivers; it leaves the queue when a receive finds it drained, or
-/// when `ZMQ_EVENTS`, asked after a send on its socket, does.
+/// when `ZMQ_EVENTS` does, asked after a send on its socket or after the one message of a
+/// run that returns after a handled source.
 /// A port queued for another mode stays there, without waking the loop again, until a run
 /// in one of its modes drains it.
 struct PortSourceTable {

@@ -156,7 +156,11 @@ extension ThreadRunLoop {
     /// returns after a handled source, else up to `portBatchLimit` within 500 µs (the clock
     /// read after every `portBatchClockStride` messages) —
     /// then requeues the port at the back of the ready queue until a receive finds it
-    /// drained. The batch ends at once when a handler stops the loop, takes the port out of
+    /// drained. After the one message of a run that returns, a port that can be asked
+    /// (`canAskInsteadOfDraining`) is asked `ZMQ_EVENTS` instead (libzmq processes the
+    /// socket's mailbox for it as for a receive): the next run then sleeps at once if
+    /// nothing waits, rather than make a pass whose receive only finds the port empty.
+    /// The batch ends at once when a handler stops the loop, takes the port out of
     /// the loop or pauses it (a message stream's back-pressure), or runs the loop itself
     /// (a nested run), so that no timer, source or other port waits behind more than one
     /// batch. It delivers nothing if the port, taken at step 5 or at the wake-up, has since
@@ -183,6 +187,10 @@ extension ThreadRunLoop {
             && instruments.passes == passes && !stopRequested.load(ordering: .relaxed)
             && (count % ThreadRunLoop.portBatchClockStride != 0
                 || Deadline.now().rawValue &- started.rawValue < ThreadRunLoop.portBatchNanoseconds)
+        if limit == 1 && outcome != .empty && port.isRegistered && port.port.canAskInsteadOfDraining
+            && !port.port.hasPendingMessage() {
+            outcome = .empty
+        }
         ports.didDeliver(from: port, outcome)
         return delivered
     }

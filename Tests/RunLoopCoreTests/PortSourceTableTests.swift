@@ -29,6 +29,8 @@ final class PortSourceTableTests: XCTestCase {
             return messageWaits
         }
 
+        var canAskInsteadOfDraining: Bool { true }
+
         func handleOneMessage() -> PortDelivery { .delivered } // the table never calls it
 
         func detachedFromLoop() { detachments += 1 }

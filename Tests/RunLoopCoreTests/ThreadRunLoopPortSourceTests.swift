@@ -5,13 +5,15 @@ import XCTest
 
 /// Port sources in a running loop, with fake ports: the pass takes its ready port before
 /// the sleep, the timers and the descriptor sources of step 9, any of which may take that
-/// port out of the mode, pause it or replace it before its messages are delivered.
+/// port out of the mode, pause it or replace it before its messages are delivered; and a
+/// run that returns after one message keeps its port queued only while more wait.
 final class ThreadRunLoopPortSourceTests: XCTestCase {
     /// A port source with a count of waiting messages; its descriptor is an eventfd.
     private final class CountingPort: PortSourceDriver {
         let pollDescriptor: Int32
         /// Messages waiting to be received.
         var waiting: Int
+        var canAskInsteadOfDraining = true
         private(set) var delivered = 0
         private var isClosed = false
 
@@ -66,6 +68,31 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
     /// A timer that fires in the first pass of `mode`, before that pass's port delivery.
     private func atFirstTimers(of mode: LoopMode, _ body: @escaping () -> Void) {
         loop.add(LoopTimer(fireAt: .now()) { _ in body() }, to: mode)
+    }
+
+    func testARunThatReturnsAfterOneMessageLeavesThePortQueuedWhileMoreWaitAndTakesItOffAfterTheLast() throws {
+        let mode = LoopMode("one-a-run-\(#line)")
+        let port = try CountingPort(waiting: 3) // its descriptor never signalled: only the queue brings them
+        loop.addItem(.port(port), binding: nil, to: mode)
+        for count in 1...3 {
+            XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(10), returnAfterSourceHandled: true), .handledSource)
+            XCTAssertEqual(port.delivered, count)
+            XCTAssertEqual(loop.isQueuedAsReady(port), count < 3, "asked after message \(count) of 3")
+        }
+        loop.removeItem(.port(port), from: mode)
+    }
+
+    func testAPortThatCannotBeAskedStaysQueuedAfterARunsOneMessageUntilAReceiveFindsItDrained() throws {
+        let mode = LoopMode("not-asked-\(#line)")
+        let port = try CountingPort(waiting: 1)
+        port.canAskInsteadOfDraining = false // as a requester's connection
+        loop.addItem(.port(port), binding: nil, to: mode)
+        XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(10), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertTrue(loop.isQueuedAsReady(port), "not asked: its next receive finds out")
+        runOnePass(mode)
+        XCTAssertEqual(port.delivered, 1)
+        XCTAssertFalse(loop.isQueuedAsReady(port), "the receive found it drained")
+        loop.removeItem(.port(port), from: mode)
     }
 
     func testAPortTakenOutOfTheLoopBeforeItsTurnInThePassDeliversNothing() throws {

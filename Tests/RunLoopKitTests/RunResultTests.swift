@@ -31,6 +31,8 @@ final class RunResultTests: XCTestCase {
             return false
         }
 
+        var canAskInsteadOfDraining: Bool { true }
+
         func handleOneMessage() -> PortDelivery {
             asked += 1
             return .empty

@@ -79,8 +79,9 @@ extension LoopSnapshot {
         /// Whether the loop has the port queued as ready: at its next pass in one of the
         /// port's modes (unless the port is paused) it will try to receive from it. A port
         /// is queued when it is added or resumed, when its descriptor fires, and after each
-        /// message it delivers, until a receive (or, after a send on the port's socket,
-        /// `ZMQ_EVENTS`) finds it drained. The snapshot never asks
+        /// message it delivers, until a receive (or `ZMQ_EVENTS`, after a send on the port's
+        /// socket or after the one message of a run that returns after a handled source)
+        /// finds it drained. The snapshot never asks
         /// the socket, so a message that arrived since the loop last polled is not seen here.
         public let isQueuedAsReady: Bool
         /// The port's `statistics` when the snapshot was taken.

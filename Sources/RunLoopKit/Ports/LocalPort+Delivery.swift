@@ -10,6 +10,9 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         return events.contains(.pollIn)
     }
 
+    /// A ROUTER that binds: what a peer sent before hanging up stays until it is read.
+    package var canAskInsteadOfDraining: Bool { true }
+
     /// Receives one message without blocking, decodes it where libzmq put it and delivers
     /// it. A malformed message is dropped with a logged reason and counted; never a crash.
     /// `.empty` means drained: libzmq's non-blocking receive processed the socket's

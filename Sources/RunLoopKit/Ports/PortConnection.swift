@@ -179,6 +179,9 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         return events.contains(.pollIn)
     }
 
+    /// A connecting DEALER: see `PortSourceDriver.canAskInsteadOfDraining`.
+    package var canAskInsteadOfDraining: Bool { false }
+
     /// Receives one reply (or a remote handler's failure) without blocking and hands it to
     /// the thread's `ReplyReceiver`.
     package func handleOneMessage() -> PortDelivery {
