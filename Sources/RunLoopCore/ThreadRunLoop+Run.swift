@@ -144,7 +144,8 @@ extension ThreadRunLoop {
         return .failed(error)
     }
 
-    /// The most messages one pass delivers from one port, and the longest it spends on them.
+    /// The most messages one pass delivers from one port, and the longest it spends on them
+    /// after the first.
     static let portBatchLimit = 64
     static let portBatchNanoseconds: UInt64 = 500_000
     /// How often a batch reads the clock: after every this many messages. A clock read
@@ -153,8 +154,9 @@ extension ThreadRunLoop {
     static let portBatchClockStride = 4
 
     /// Step 9 for ports: delivers a batch of a ready port's messages — one when the run
-    /// returns after a handled source, else up to `portBatchLimit` within 500 µs (the clock
-    /// read after every `portBatchClockStride` messages) —
+    /// returns after a handled source, else up to `portBatchLimit` within 500 µs of the
+    /// first (the clock read after the first, so that a lone message, a request or a ping,
+    /// reaches its handler without a clock read, then after every `portBatchClockStride`) —
     /// then requeues the port at the back of the ready queue until a receive finds it
     /// drained. After the one message of a run that returns, a port that can be asked
     /// (`canAskInsteadOfDraining`) is asked `ZMQ_EVENTS` instead (libzmq processes the
@@ -172,7 +174,7 @@ extension ThreadRunLoop {
         ports.willDeliver(from: port)
         let limit = returnAfterSourceHandled ? 1 : ThreadRunLoop.portBatchLimit
         let passes = instruments.passes
-        let started = limit > 1 ? Deadline.now() : Deadline(rawValue: 0)
+        var started: UInt64 = 0
         var delivered = false
         var count = 0
         var outcome = PortDelivery.empty
@@ -183,10 +185,11 @@ extension ThreadRunLoop {
                 instruments.messageHandled()
                 delivered = true
             }
+            if count == 1 && limit > 1 && outcome != .empty { started = Deadline.now().rawValue }
         } while outcome != .empty && count < limit && port.isRegistered && !port.isPaused
             && instruments.passes == passes && !stopRequested.load(ordering: .relaxed)
             && (count % ThreadRunLoop.portBatchClockStride != 0
-                || Deadline.now().rawValue &- started.rawValue < ThreadRunLoop.portBatchNanoseconds)
+                || Deadline.now().rawValue &- started < ThreadRunLoop.portBatchNanoseconds)
         if limit == 1 && outcome != .empty && port.isRegistered && port.port.canAskInsteadOfDraining
             && !port.port.hasPendingMessage() {
             outcome = .empty

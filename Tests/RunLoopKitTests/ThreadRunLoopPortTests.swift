@@ -49,8 +49,9 @@ final class ThreadRunLoopPortTests: XCTestCase {
 
     func testABatchOfSlowHandlersEndsOnceItsTimeIsSpentAtTheNextClockRead() {
         // Each handler works for 200 µs (of the thread's wall time: a busier machine only
-        // makes it longer), so 500 µs are spent by the third message and the batch ends at
-        // the first clock read after it, the fourth. Without the time bound it would be 20.
+        // makes it longer). The batch's time counts from the end of its first message; the
+        // clock is read then and after every fourth, so at the fourth 600 µs are spent and
+        // the batch ends there. Without the time bound it would be 20.
         let stride = ThreadRunLoop.portBatchClockStride
         withQueuedMessages(20) { loop, _, log in
             log.onHandled = { id in
