@@ -39,6 +39,23 @@ final class ThreadPortStateTests: XCTestCase {
         destinations.forEach { $0.invalidate() }
     }
 
+    func testAThreadWhoseConnectionWaitsInItsLoopLeavesItsLoopFreeableOnceItExits() throws {
+        let destination = try LocalPort()
+        let loopBox = LockedValue<ThreadRunLoop?>(nil)
+        TestThread {
+            // A request nobody answers: its connection is a source of the thread's loop
+            // (which holds it) and holds that loop, until the thread exits.
+            _ = try! ThreadPortState.current.sendRequest(LoopMessage(id: 1), to: destination.remote,
+                                                         before: .after(.seconds(5)))
+            loopBox.withLock { $0 = ThreadRunLoop.current }
+        }.join()
+        weak let loop = loopBox.withLock { $0 }
+        XCTAssertNotNil(loop)
+        loopBox.withLock { $0 = nil }
+        XCTAssertNil(loop, "nothing keeps the exited thread's loop alive, its connection included")
+        destination.invalidate()
+    }
+
     func testAConnectionWaitingForAReplyIsNeverClosedToMakeRoom() throws {
         let destinations = try ports(4)
         let counts = LockedValue<[Int]>([])

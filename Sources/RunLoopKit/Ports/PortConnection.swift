@@ -47,8 +47,12 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     @exclusivity(unchecked) var lastUsed: Deadline
     /// Where its replies go.
     private unowned let state: ThreadPortState
-    /// The loop it is a source of, while it is.
-    private(set) weak var loop: ThreadRunLoop?
+    /// The loop it is a source of, while it is. Strong: the loop holds the connection
+    /// (its mode's items) as long as the connection holds the loop, and both let go
+    /// together, in `leaveLoop` or in the loop's teardown (`detachedFromLoop`), one of
+    /// which runs at the latest when the thread exits. A weak reference cost a call into
+    /// the runtime and the loop's side table at each of a request's two reads.
+    @exclusivity(unchecked) private(set) var loop: ThreadRunLoop?
     /// Whether it is a source of its thread's loop: asked on every send and request instead
     /// of loading `loop`, a weak reference (a call, and the loop's side table).
     @exclusivity(unchecked) private(set) var isInLoop = false
