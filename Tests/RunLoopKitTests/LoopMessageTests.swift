@@ -1,7 +1,8 @@
 @testable import RunLoopKit
 import XCTest
 
-/// A message's accessors: its data and port components in order, and its text.
+/// A message's accessors: its data and port components in order, its first data
+/// component, and its text.
 final class LoopMessageTests: XCTestCase {
     private let first = RemotePort(PortAddress(unchecked: "inproc://runloopkit-tests.message.first"))
     private let second = RemotePort(PortAddress(unchecked: "inproc://runloopkit-tests.message.second"))
@@ -14,6 +15,13 @@ final class LoopMessageTests: XCTestCase {
         XCTAssertEqual(message.ports, [first, second])
         XCTAssertEqual(LoopMessage(id: 2).data, [])
         XCTAssertEqual(LoopMessage(id: 2).ports, [])
+    }
+
+    func testFirstDataIsTheFirstDataComponentWhereverItIsAndNilWithoutOne() {
+        XCTAssertEqual(LoopMessage(id: 1, components: [.port(first), .data([1, 2]), .data([3])]).firstData, [1, 2])
+        XCTAssertEqual(LoopMessage(id: 1, components: [.data([]), .data([3])]).firstData, [])
+        XCTAssertNil(LoopMessage(id: 1, components: [.port(first), .port(second)]).firstData)
+        XCTAssertNil(LoopMessage(id: 1).firstData)
     }
 
     func testTextIsTheFirstDataComponentWhereverItIsAndNilWhenNotUTF8() {

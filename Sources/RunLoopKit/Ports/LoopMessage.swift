@@ -41,11 +41,17 @@ public struct LoopMessage: Sendable, Equatable {
         components.compactMap { if case .port(let port) = $0 { port } else { nil } }
     }
 
-    /// The first data component as UTF-8 text, if it is valid UTF-8. Found in place: no
-    /// array of the data components is made for it.
-    public var text: String? {
-        for case .data(let bytes) in components { return String(validating: bytes, as: UTF8.self) }
+    /// The first data component, if any. Found in place: no array of the data components
+    /// is made for it, as `data.first` would (`LoopMessageView.firstData` is its borrowing
+    /// twin).
+    public var firstData: [UInt8]? {
+        for case .data(let bytes) in components { return bytes }
         return nil
+    }
+
+    /// The first data component as UTF-8 text, if it is valid UTF-8 (`firstData`, read).
+    public var text: String? {
+        firstData.flatMap { String(validating: $0, as: UTF8.self) }
     }
 }
 
