@@ -25,7 +25,7 @@ enum ManyClientsCase {
                 let remote = try RemotePort(named: portName)
                 let reply = try remote.sendRequest(request, sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
                 latency.value = Clock.now() &- start
-                precondition(reply.data.first?.count == 64)
+                precondition(reply.firstData?.count == 64)
             } catch {
                 fatalError("many-clients request failed: \(error)")
             }

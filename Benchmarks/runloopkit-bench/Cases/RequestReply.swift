@@ -33,7 +33,7 @@ final class RunLoopKitRequestReply: LatencyContender {
                     let start = Clock.now()
                     let reply = try remote.sendRequest(request, sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
                     recorder.record(nanoseconds: Clock.now() &- start)
-                    precondition(reply.data.first?.count == 64)
+                    precondition(reply.firstData?.count == 64)
                 }
             } catch {
                 fatalError("request/reply failed: \(error)")
