@@ -15,7 +15,13 @@ extension RemotePort {
     /// handshake fails, or a system error (`.system`).
     public func sendRequest(_ message: LoopMessage, sendTimeout: Duration = .seconds(5),
                             receiveTimeout: Duration = .seconds(5)) throws(PortError) -> LoopMessage {
-        let state = ThreadPortState.current
+        try ThreadPortState.withCurrent { (state) throws(PortError) in
+            try sendRequest(message, from: state, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
+        }
+    }
+
+    private func sendRequest(_ message: LoopMessage, from state: ThreadPortState, sendTimeout: Duration,
+                             receiveTimeout: Duration) throws(PortError) -> LoopMessage {
         guard let replies = state.replyReceiver as? PendingReplies else {
             preconditionFailure("sendRequest on a thread that serves async requests")
         }

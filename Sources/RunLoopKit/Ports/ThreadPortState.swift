@@ -48,16 +48,17 @@ final class ThreadPortState {
 
     /// Runs `body` with the calling thread's state (made on first use), lent without a
     /// retain and a release: the thread's key holds it until the thread exits, which
-    /// cannot happen during the call. For the sends, where that pair would be two of the
-    /// few atomic operations on a message's whole way.
-    @inline(__always)
-    static func withCurrent(_ body: (ThreadPortState) throws(PortError) -> Void) throws(PortError) {
+    /// cannot happen during the call. For the sends and requests, where that pair would be
+    /// two of the few atomic operations on a message's whole way.
+    @inline(__always) @discardableResult
+    static func withCurrent<Value>(_ body: (ThreadPortState) throws(PortError) -> Value) throws(PortError) -> Value {
         guard let pointer = pthread_getspecific(key) else { return try body(current) }
         var failure: PortError?
-        Unmanaged<ThreadPortState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { state in
-            do throws(PortError) { try body(state) } catch { failure = error }
+        let value: Value? = Unmanaged<ThreadPortState>.fromOpaque(pointer)._withUnsafeGuaranteedRef { state in
+            do throws(PortError) { return try body(state) } catch { failure = error; return nil }
         }
         if let failure { throw failure }
+        return value.unsafelyUnwrapped
     }
 
     /// The calling thread's state if it has one; none is made.
