@@ -53,9 +53,8 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// which runs at the latest when the thread exits. A weak reference cost a call into
     /// the runtime and the loop's side table at each of a request's two reads.
     @exclusivity(unchecked) private(set) var loop: ThreadRunLoop?
-    /// Whether it is a source of its thread's loop: asked on every send and request instead
-    /// of loading `loop`, a weak reference (a call, and the loop's side table).
-    @exclusivity(unchecked) private(set) var isInLoop = false
+    /// Whether it is a source of its thread's loop (asked on every send and request).
+    var isInLoop: Bool { loop != nil }
     /// The reply port of the last message that came back with one (replies carry none, so
     /// this stays empty but for a peer that sends one): see `ReplyAddressCache`.
     @exclusivity(unchecked) private var replyAddresses = ReplyAddressCache()
@@ -162,7 +161,6 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         guard !isInLoop else { return }
         let current = ThreadRunLoop.current
         loop = current
-        isInLoop = true
         current.addItem(.port(self), binding: nil, to: mode)
     }
 
@@ -175,7 +173,6 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     func leaveLoop() {
         loop?.removeEverywhere(.port(self))
         loop = nil
-        isInLoop = false
     }
 
     package func hasPendingMessage() -> Bool {
@@ -220,7 +217,6 @@ final class PortConnection: PortSourceDriver, WireReceiver {
 
     package func detachedFromLoop() {
         loop = nil
-        isInLoop = false
     }
 
     /// Drops a message that came back on the connection: counted on the loop, logged at `.debug`.

@@ -109,7 +109,7 @@ final class ThreadPortState {
         }) {
             try waitAndSend(message, as: kind, correlationID: correlationID, on: connection, before: deadline())
         }
-        if connection.isInLoop { connection.loop?.sentOnPortSource(connection) }
+        connection.loop?.sentOnPortSource(connection)
         return connection
     }
 
