@@ -47,7 +47,9 @@ public final class ThreadRunLoop: @unchecked Sendable {
 
     /// Protects `lifecycle`, `performQueue`, `delayedRequests`, `performBatches` and `controlQueue`.
     let queueLock = Lock()
-    var lifecycle = Lifecycle.open // protected by queueLock
+    /// Written only on the loop's thread, under queueLock (`tearDown`); read there without
+    /// it (no other thread writes it), and with it from any other thread.
+    var lifecycle = Lifecycle.open
     var performQueue: [PerformRequest] = [] // protected by queueLock
     var delayedRequests: [PerformRequest] = [] // protected by queueLock
     /// Delayed performs handed over from other threads, until scheduled. Its own lock.
