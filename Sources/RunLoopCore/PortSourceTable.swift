@@ -136,9 +136,14 @@ struct PortSourceTable {
     }
 
     /// Requeues `entry` at the back unless the receive found it drained (or it was removed
-    /// meanwhile): a port is drained until a receive comes back empty.
-    mutating func didDeliver(from entry: Entry, _ outcome: PortDelivery) {
+    /// meanwhile): a port is drained until a receive comes back empty. With `askingFirst`
+    /// (the one message of a run that returns after a handled source), a port that can be
+    /// asked (`canAskInsteadOfDraining`) is requeued only if `ZMQ_EVENTS` says another
+    /// message waits, so that the next run sleeps at once rather than make a pass whose
+    /// receive only finds it empty.
+    mutating func didDeliver(from entry: Entry, _ outcome: PortDelivery, askingFirst: Bool = false) {
         guard outcome != .empty, entry.isRegistered else { return }
+        if askingFirst && entry.port.canAskInsteadOfDraining && !entry.port.hasPendingMessage() { return }
         enqueue(entry)
     }
 

@@ -158,14 +158,11 @@ extension ThreadRunLoop {
     /// first (the clock read after the first, so that a lone message, a request or a ping,
     /// reaches its handler without a clock read, then after every `portBatchClockStride`) —
     /// then requeues the port at the back of the ready queue until a receive finds it
-    /// drained. After the one message of a run that returns, a port that can be asked
-    /// (`canAskInsteadOfDraining`) is asked `ZMQ_EVENTS` instead (libzmq processes the
-    /// socket's mailbox for it as for a receive): the next run then sleeps at once if
-    /// nothing waits, rather than make a pass whose receive only finds the port empty.
-    /// The batch ends at once when a handler stops the loop, takes the port out of
-    /// the loop or pauses it (a message stream's back-pressure), or runs the loop itself
-    /// (a nested run), so that no timer, source or other port waits behind more than one
-    /// batch. It delivers nothing if the port, taken at step 5 or at the wake-up, has since
+    /// drained, or, after the one message of a run that returns, until `ZMQ_EVENTS` does
+    /// (`PortSourceTable.didDeliver(from:_:askingFirst:)`). The batch ends at once when a
+    /// handler stops the loop, takes the port out of the loop or pauses it (a message
+    /// stream's back-pressure), or runs the loop itself (a nested run), so that no timer,
+    /// source or other port waits behind more than one batch. It delivers nothing if the port, taken at step 5 or at the wake-up, has since
     /// left the running mode or been paused (by a control action, a timer or a descriptor
     /// source of this pass). Returns whether a message was delivered.
     private func deliverMessages(from port: PortSourceTable.Entry, in items: ModeItems,
@@ -190,11 +187,7 @@ extension ThreadRunLoop {
             && instruments.passes == passes && !stopRequested.load(ordering: .relaxed)
             && (count % ThreadRunLoop.portBatchClockStride != 0
                 || Deadline.now().rawValue &- started < ThreadRunLoop.portBatchNanoseconds)
-        if limit == 1 && outcome != .empty && port.isRegistered && port.port.canAskInsteadOfDraining
-            && !port.port.hasPendingMessage() {
-            outcome = .empty
-        }
-        ports.didDeliver(from: port, outcome)
+        ports.didDeliver(from: port, outcome, askingFirst: limit == 1)
         return delivered
     }
 

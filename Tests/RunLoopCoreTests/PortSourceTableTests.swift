@@ -29,7 +29,7 @@ final class PortSourceTableTests: XCTestCase {
             return messageWaits
         }
 
-        var canAskInsteadOfDraining: Bool { true }
+        var canAskInsteadOfDraining = true
 
         func handleOneMessage() -> PortDelivery { .delivered } // the table never calls it
 
@@ -193,6 +193,34 @@ final class PortSourceTableTests: XCTestCase {
         try deliver(from: b, in: items, .empty)
         XCTAssertNil(table.nextReady(in: items))
         XCTAssertEqual(a.asked + b.asked, 0, "draining needs no ZMQ_EVENTS: the receive tells")
+    }
+
+    func testAfterARunsOneMessageAPortIsAskedAndRequeuedOnlyIfAnotherWaitsUnlessItCannotBeAsked() throws {
+        let port = try FakePort()
+        let items = mode("x", holding: port)
+        table.added(port, descriptors: &descriptors)
+        port.messageWaits = true
+        var entry = try entry(of: port, in: items)
+        table.willDeliver(from: entry)
+        table.didDeliver(from: entry, .delivered, askingFirst: true)
+        XCTAssertTrue(table.isQueuedAsReady(port), "another message waits")
+        XCTAssertEqual(port.asked, 1)
+
+        port.messageWaits = false
+        entry = try self.entry(of: port, in: items)
+        table.willDeliver(from: entry)
+        table.didDeliver(from: entry, .delivered, askingFirst: true)
+        XCTAssertFalse(table.isQueuedAsReady(port), "nothing waits: the next run sleeps at once")
+        XCTAssertEqual(port.asked, 2)
+
+        table.removed(port, descriptors: &descriptors, poller: poller)
+        port.canAskInsteadOfDraining = false // as a requester's connection
+        table.added(port, descriptors: &descriptors)
+        entry = try self.entry(of: port, in: items)
+        table.willDeliver(from: entry)
+        table.didDeliver(from: entry, .delivered, askingFirst: true)
+        XCTAssertTrue(table.isQueuedAsReady(port), "not asked: its next receive finds out")
+        XCTAssertEqual(port.asked, 2)
     }
 
     func testAPortRemovedWhileItsMessageIsDeliveredIsNotRequeued() throws {
