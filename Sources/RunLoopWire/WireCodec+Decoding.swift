@@ -37,6 +37,10 @@ extension WireCodec {
         /// The components in order, each with its bytes where they were received.
         @inlinable package var components: Components { Components(self) }
 
+        /// Where the message frame's inline components begin: after the fixed header, the
+        /// component table and the reply port.
+        @inlinable var inlineStart: Int { fixedHeaderSize + tableEntrySize * componentCount + replyPort.count }
+
         /// Component 0 (of a message that has one), read straight from the table's first
         /// entry: the common message's only component, without the walk's iterator, which
         /// copies the header.
@@ -46,9 +50,8 @@ extension WireCodec {
             if kind == ownFrameDataKind { return ComponentBytes(isPort: false, bytes: frames[1]) }
             let length = Int(UInt32(littleEndian: messageFrame.loadUnaligned(fromByteOffset: fixedHeaderSize + 1,
                                                                              as: UInt32.self)))
-            let start = fixedHeaderSize + tableEntrySize * componentCount + replyPort.count
             return ComponentBytes(isPort: kind == portKind,
-                                  bytes: UnsafeRawBufferPointer(rebasing: messageFrame[start..<start + length]))
+                                  bytes: UnsafeRawBufferPointer(rebasing: messageFrame[inlineStart..<inlineStart + length]))
         }
 
         /// Component `index` (below `componentCount`), found by walking the table from the
@@ -85,7 +88,7 @@ extension WireCodec {
 
         @inlinable init(_ header: CheckedHeader) {
             self.header = header
-            inlineOffset = fixedHeaderSize + tableEntrySize * header.componentCount + header.replyPort.count
+            inlineOffset = header.inlineStart
         }
 
         @inlinable package mutating func next() -> ComponentBytes? {
