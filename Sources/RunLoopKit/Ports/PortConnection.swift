@@ -53,8 +53,6 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// which runs at the latest when the thread exits. A weak reference cost a call into
     /// the runtime and the loop's side table at each of a request's two reads.
     @exclusivity(unchecked) private(set) var loop: ThreadRunLoop?
-    /// Whether it is a source of its thread's loop (asked on every send and request).
-    var isInLoop: Bool { loop != nil }
     /// The reply port of the last message that came back with one (replies carry none, so
     /// this stays empty but for a peer that sends one): see `ReplyAddressCache`.
     @exclusivity(unchecked) private var replyAddresses = ReplyAddressCache()
@@ -158,7 +156,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     func awaitReply(in mode: LoopMode) {
         awaitedReplies += 1
         // A connection is its thread's, so the loop it joins is always that thread's.
-        guard !isInLoop else { return }
+        guard loop == nil else { return }
         let current = ThreadRunLoop.current
         loop = current
         current.addItem(.port(self), binding: nil, to: mode)
