@@ -162,9 +162,10 @@ extension ThreadRunLoop {
     /// (`PortSourceTable.didDeliver(from:_:askingFirst:)`). The batch ends at once when a
     /// handler stops the loop, takes the port out of the loop or pauses it (a message
     /// stream's back-pressure), or runs the loop itself (a nested run), so that no timer,
-    /// source or other port waits behind more than one batch. It delivers nothing if the port, taken at step 5 or at the wake-up, has since
-    /// left the running mode or been paused (by a control action, a timer or a descriptor
-    /// source of this pass). Returns whether a message was delivered.
+    /// source or other port waits behind more than one batch. It delivers nothing if the
+    /// port, taken at step 5 or at the wake-up, has since left the running mode or been
+    /// paused (by a control action, a timer or a descriptor source of this pass). Returns
+    /// whether a message was delivered.
     private func deliverMessages(from port: PortSourceTable.Entry, in items: ModeItems,
                                  _ returnAfterSourceHandled: Bool) -> Bool {
         guard port.isRegistered, !port.isPaused, items.contains(port: port.port) else { return false }
