@@ -4,7 +4,7 @@ import Glibc
 ///
 /// RunLoopKit does not use `Synchronization.Mutex` because ThreadSanitizer on Linux
 /// reports false races inside it (seen with Swift 6.3.1); a pthread mutex is clean.
-package final class Lock: @unchecked Sendable {
+@usableFromInline package final class Lock: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     package init() {
@@ -32,7 +32,7 @@ package final class Lock: @unchecked Sendable {
 }
 
 /// A value guarded by a `Lock`: the only way to reach it is inside `withLock`.
-package final class LockedValue<Value>: @unchecked Sendable {
+@usableFromInline package final class LockedValue<Value>: @unchecked Sendable {
     @usableFromInline let lock = Lock()
     @usableFromInline var value: Value // protected by `lock`
 

@@ -7,15 +7,15 @@ extension WireCodec {
     /// the caller makes, in component order, as it builds its components), with its reply
     /// port's and components' bytes where they were received. Valid only while the frames
     /// it was read from are.
-    package struct CheckedHeader {
+    @usableFromInline package struct CheckedHeader {
         package let kind: WireKind
         package let messageID: Int32
         package let correlationID: UInt64
-        package let componentCount: Int
+        @usableFromInline package let componentCount: Int
         /// How many of the components are ports, whose addresses the caller checks.
         package let portCount: Int
         /// The reply port's bytes; empty for none.
-        package let replyPort: UnsafeRawBufferPointer
+        @usableFromInline package let replyPort: UnsafeRawBufferPointer
         /// The message frame, for the component table and the inline components.
         @usableFromInline let messageFrame: UnsafeRawBufferPointer
         /// All frames, for the components that travel alone (frames 1 and up).
@@ -67,9 +67,9 @@ extension WireCodec {
 
     /// One component of a checked message: a port's address or a data component's bytes,
     /// where they were received.
-    package struct ComponentBytes {
-        package let isPort: Bool
-        package let bytes: UnsafeRawBufferPointer
+    @usableFromInline package struct ComponentBytes {
+        @usableFromInline package let isPort: Bool
+        @usableFromInline package let bytes: UnsafeRawBufferPointer
 
         @inlinable init(isPort: Bool, bytes: UnsafeRawBufferPointer) {
             self.isPort = isPort
@@ -80,7 +80,7 @@ extension WireCodec {
     /// The components of a checked message, in order: a walk of the component table that
     /// keeps where the next inline component starts and which frame holds the next one
     /// that travels alone. Trusts the checks `checkedHeader` made.
-    package struct Components: IteratorProtocol, Sequence {
+    @usableFromInline package struct Components: IteratorProtocol, Sequence {
         @usableFromInline let header: CheckedHeader
         @usableFromInline var index = 0
         @usableFromInline var inlineOffset: Int

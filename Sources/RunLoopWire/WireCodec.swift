@@ -21,27 +21,27 @@
 ///
 /// The decoder checks syntax only (what each field may hold, not what a kind of message
 /// must carry) and never traps on any input: every index it reads was checked first.
-package enum WireCodec {
+@usableFromInline package enum WireCodec {
     /// The header's first three bytes, ASCII "RLK".
-    @usableFromInline package static let magic: (UInt8, UInt8, UInt8) = (0x52, 0x4C, 0x4B)
+    @inlinable package static var magic: (UInt8, UInt8, UInt8) { (0x52, 0x4C, 0x4B) }
     /// The format version this codec writes and the only one it reads.
-    @usableFromInline package static let version: UInt8 = 3
+    @inlinable package static var version: UInt8 { 3 }
     /// The size of the header before the component table.
-    @usableFromInline package static let fixedHeaderSize = 22
+    @inlinable package static var fixedHeaderSize: Int { 22 }
     /// The size of one entry of the component table: a kind byte and a 32-bit length.
-    @usableFromInline package static let tableEntrySize = 5
+    @inlinable package static var tableEntrySize: Int { 5 }
     /// A data component of at least this many bytes travels in a frame of its own: copying
     /// it into the message frame would cost more than the frame.
-    package static let ownFrameThreshold = 64 << 10
+    @inlinable package static var ownFrameThreshold: Int { 64 << 10 }
     /// The transports a port address may name.
     package static let addressSchemes: [[UInt8]] = [Array("inproc://".utf8), Array("ipc://".utf8), Array("tcp://".utf8)]
 
     /// The component kind byte of a data component carried in the message frame.
-    @usableFromInline package static let dataKind: UInt8 = 0
+    @inlinable package static var dataKind: UInt8 { 0 }
     /// The component kind byte of a port component (its address, in the message frame).
-    @usableFromInline package static let portKind: UInt8 = 1
+    @inlinable package static var portKind: UInt8 { 1 }
     /// The component kind byte of a data component carried in a frame of its own.
-    @usableFromInline package static let ownFrameDataKind: UInt8 = 2
+    @inlinable package static var ownFrameDataKind: UInt8 { 2 }
 
     // MARK: - Encoding
 
@@ -89,7 +89,7 @@ package enum WireCodec {
     /// would otherwise be larger than `WireLimits.default.maxFrameBytes`, which no receiver
     /// takes. Made by adding each component's size in order (`addData`, `addPort`), then
     /// `finish()`; plain numbers, so a sender builds one on the stack.
-    package struct Layout {
+    @usableFromInline package struct Layout {
         @usableFromInline package let componentCount: Int
         @usableFromInline package let replyPortBytes: Int
         /// The message frame's size in bytes (after `finish()`).
@@ -100,7 +100,7 @@ package enum WireCodec {
         @usableFromInline var inlineDataBytes = 0
         @usableFromInline var dataCount = 0
 
-        @inlinable
+        @inlinable @inline(__always)
         package init(componentCount: Int, replyPortBytes: Int) {
             precondition(componentCount <= Int(UInt16.max), "a wire message has at most 65535 components, not \(componentCount)")
             precondition(replyPortBytes <= Int(UInt16.max), "a reply address has at most 65535 bytes")
@@ -110,7 +110,7 @@ package enum WireCodec {
         }
 
         /// Adds a data component of `size` bytes.
-        @inlinable
+        @inlinable @inline(__always)
         package mutating func addData(_ size: Int) {
             dataCount += 1
             if size >= WireCodec.ownFrameThreshold {
@@ -122,13 +122,13 @@ package enum WireCodec {
         }
 
         /// Adds a port component whose address has `size` bytes.
-        @inlinable
+        @inlinable @inline(__always)
         package mutating func addPort(_ size: Int) {
             messageFrameSize += size
         }
 
         /// Decides, once every component was added, whether the data fits the message frame.
-        @inlinable
+        @inlinable @inline(__always)
         package mutating func finish() {
             guard messageFrameSize > WireLimits.default.maxFrameBytes else { return }
             allDataAlone = true
@@ -137,7 +137,7 @@ package enum WireCodec {
         }
 
         /// Whether a data component of `size` bytes travels in a frame of its own.
-        @inlinable
+        @inlinable @inline(__always)
         package func dataTravelsAlone(size: Int) -> Bool {
             allDataAlone || size >= WireCodec.ownFrameThreshold
         }
@@ -146,13 +146,13 @@ package enum WireCodec {
     /// Writes a message frame front to back: the header (at creation), the reply port, then
     /// each component in order (its table entry, and its bytes when it travels inline).
     /// Every write is checked against the layout, so a frame is never written past its end.
-    package struct MessageFrameWriter {
+    @usableFromInline package struct MessageFrameWriter {
         @usableFromInline let frame: UnsafeMutableRawBufferPointer
         @usableFromInline let layout: Layout
         @usableFromInline var offset: Int
 
         /// Writes the header into `frame`, which holds exactly `layout.messageFrameSize` bytes.
-        @inlinable
+        @inlinable @inline(__always)
         package init(_ frame: UnsafeMutableRawBufferPointer, layout: Layout, kind: WireKind, messageID: Int32,
                      correlationID: UInt64) {
             precondition(frame.count == layout.messageFrameSize)
@@ -172,14 +172,14 @@ package enum WireCodec {
         }
 
         /// Writes the reply port's bytes (exactly `layout.replyPortBytes` of them), first.
-        @inlinable
+        @inlinable @inline(__always)
         package mutating func writeReplyPort(_ bytes: UnsafeRawBufferPointer) {
             precondition(bytes.count == layout.replyPortBytes && offset == fixedHeaderSize + tableEntrySize * layout.componentCount)
             copy(bytes)
         }
 
         /// Writes component `index`'s table entry and, unless it travels alone, its bytes.
-        @inlinable
+        @inlinable @inline(__always)
         package mutating func writeComponent(_ index: Int, isPort: Bool, _ bytes: UnsafeRawBufferPointer) {
             let entry = fixedHeaderSize + tableEntrySize * index
             let alone = !isPort && layout.dataTravelsAlone(size: bytes.count)
@@ -189,12 +189,12 @@ package enum WireCodec {
         }
 
         /// Checks that the whole frame was written.
-        @inlinable
+        @inlinable @inline(__always)
         package func finish() {
             precondition(offset == frame.count, "message frame written to \(offset) of \(frame.count) bytes")
         }
 
-        @inlinable
+        @inlinable @inline(__always)
         mutating func copy(_ bytes: UnsafeRawBufferPointer) {
             precondition(offset + bytes.count <= frame.count)
             if !bytes.isEmpty {

@@ -2,7 +2,7 @@
 ///
 /// Frame indices count from 0 (the message frame); component indices count from 0, in the
 /// order of the component table.
-package enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertible {
+@usableFromInline package enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The message has no frames at all.
     case noFrames
     /// The message frame (frame 0) has this many bytes, fewer than its fixed 22-byte header
@@ -39,7 +39,7 @@ package enum WireFormatError: Error, Equatable, Sendable, CustomStringConvertibl
     /// and not empty).
     case addressInvalid(component: Int)
 
-    package var description: String {
+    @usableFromInline package var description: String {
         switch self {
         case .noFrames:
             "message has no frames"

@@ -1,5 +1,5 @@
 /// What a wire message is for: the `kind` byte of the header.
-package enum WireKind: UInt8, Sendable {
+@usableFromInline package enum WireKind: UInt8, Sendable {
     /// A one-way message.
     case message = 0
     /// A request: carries a fresh nonzero correlation id; its reply comes back over the same connection.

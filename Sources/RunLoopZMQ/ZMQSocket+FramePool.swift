@@ -75,7 +75,7 @@ extension ZMQSocket {
 
     /// `zmq_msg_init_data` of a pool's buffer, which libzmq gives back to the pool when it
     /// closes the message; if it fails, the buffer goes back at once.
-    @usableFromInline @inline(__always)
+    @inlinable @inline(__always)
     func initMessage(_ message: UnsafeMutablePointer<zmq_msg_t>, pooled buffer: UnsafeMutableRawPointer,
                      byteCount: Int, pool: OpaquePointer) throws(SystemCallError) {
         do throws(SystemCallError) {
@@ -91,7 +91,7 @@ extension ZMQSocket {
     /// `zmq_msg_send` of an initialized message, as `sendFrame(_:more:dontWait:)` sends; a
     /// message not queued (or failing) is closed, which releases its buffer (a pool's
     /// buffer goes back to the pool).
-    @usableFromInline @inline(__always)
+    @inlinable @inline(__always)
     func sendMessage(_ message: UnsafeMutablePointer<zmq_msg_t>, more: Bool, dontWait: Bool) throws(SystemCallError) -> Bool {
         let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
         do throws(SystemCallError) {

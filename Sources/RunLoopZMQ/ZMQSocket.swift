@@ -8,7 +8,7 @@ import CZeroMQ
 /// Thread safety: none. A ZeroMQ socket is not thread-safe, and RunLoopKit never moves
 /// one between threads: it is created, used and released on one thread. So this class
 /// is explicitly not `Sendable`.
-package final class ZMQSocket {
+@usableFromInline package final class ZMQSocket {
     /// The `void *` socket handle. Valid until `deinit`.
     @usableFromInline package let handle: UnsafeMutableRawPointer
     /// The socket's type, as created.
@@ -48,7 +48,7 @@ package final class ZMQSocket {
 
     /// The number of frames `receive` accepts by default: a wire message's message frame and
     /// 1024 components in frames of their own, a routing id and a delimiter, with room to spare.
-    package static let defaultMaxFrames = 1100
+    @usableFromInline package static let defaultMaxFrames = 1100
 
     /// Creates a socket, via `zmq_socket`, and bounds its linger (`ZMQ_LINGER`) to the
     /// context's `socketLinger`, so that closing it never blocks the context's termination.
