@@ -5,8 +5,10 @@ import CZeroMQ
 /// receiving allocates nothing of its own, and the frames are read where libzmq put them.
 ///
 /// Every slot is always an initialized message (`zmq_msg_init`): `zmq_msg_recv` releases
-/// what a slot held before it fills it, and `release(_:)` gives back each frame's buffer
-/// as soon as the receiver is done with it. Thread safety: none; owned by one `ZMQSocket`.
+/// what a slot held before it fills it, and `release(_:)` gives back each large frame's
+/// buffer as soon as the receiver is done with it; a few small frames stay until the next
+/// receive into their slots or the slots' end (at most `keptSlots` × `keptFrameBytes`
+/// bytes a socket). Thread safety: none; owned by one `ZMQSocket`.
 package final class ZMQFrameSlots {
     // One socket's, changed only in `grow` and `lend`; see architecture.md, exclusivity checks.
     @exclusivity(unchecked) private var slots: UnsafeMutablePointer<zmq_msg_t>
@@ -58,14 +60,29 @@ package final class ZMQFrameSlots {
         return UnsafeBufferPointer(start: views, count: count)
     }
 
-    /// Gives back the buffers of the first `count` frames (`zmq_msg_close`) and makes their
-    /// slots empty messages again, so a large frame is not kept until the next receive.
+    /// Gives back the buffers of the first `count` frames that are worth giving back now
+    /// (`zmq_msg_close`) and makes their slots empty messages again, so that a large frame,
+    /// or a long message's frames, are not kept until the next receive. The first
+    /// `keptSlots` frames of at most `keptFrameBytes` each (a routing id, a delimiter, a
+    /// small message frame) stay until the next receive into their slot closes them
+    /// (`zmq_msg_recv` does) or the slots go: closing and re-initializing them here would
+    /// be two more calls into libzmq per frame for nothing.
     package func release(_ count: Int) {
-        for index in 0..<min(count, capacity) {
-            zmq_msg_close(slots + index)
-            zmq_msg_init(slots + index)
+        var index = 0
+        let count = min(count, capacity)
+        while index < count {
+            if index >= ZMQFrameSlots.keptSlots || sizes[index] > ZMQFrameSlots.keptFrameBytes {
+                zmq_msg_close(slots + index)
+                zmq_msg_init(slots + index)
+            }
+            index += 1
         }
     }
+
+    /// How many of the first slots `release(_:)` may leave holding a small frame.
+    static let keptSlots = 4
+    /// The largest frame `release(_:)` leaves in its slot.
+    static let keptFrameBytes = 1024
 
     private func grow(to newCapacity: Int) {
         let grown = UnsafeMutablePointer<zmq_msg_t>.allocate(capacity: newCapacity)
