@@ -38,8 +38,8 @@ package final class Poller: @unchecked Sendable {
     @exclusivity(unchecked) package var forcesMillisecondWaits = false
     /// Waits made with `epoll_wait`'s millisecond timeout, and those of them that returned
     /// with nothing ready before their deadline (a timeout rounded down would). Loop thread only.
-    package private(set) var millisecondWaits = 0
-    package private(set) var millisecondWaitsEndedEarly = 0
+    @exclusivity(unchecked) package private(set) var millisecondWaits = 0
+    @exclusivity(unchecked) package private(set) var millisecondWaitsEndedEarly = 0
     /// Reused buffer of ready events, allocated with the poll set; loop thread only.
     @exclusivity(unchecked) private var events: [epoll_event] = []
     /// Wakes the poll set for far deadlines; made on first use, loop thread only. Armed
