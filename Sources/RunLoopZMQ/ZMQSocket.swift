@@ -299,7 +299,9 @@ import CZeroMQ
                 // The rest of a message arrives with its first frame, so this never waits.
                 let slot = current
                 let size = try zmqCall("zmq_msg_recv") { zmq_msg_recv(slot, handle, 0) }
-                if !tooMany { slots.noteSize(size, of: count - 1) }
+                // Noted for a discarded frame too: `release` keeps or closes a slot by
+                // the size of what it holds.
+                slots.noteSize(size, of: count - 1)
             }
             if tooMany { throw SystemCallError(code: .tooManyFrames, call: "zmq_msg_recv") }
         } catch {

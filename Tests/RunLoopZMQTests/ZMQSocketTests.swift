@@ -289,6 +289,20 @@ final class ZMQSocketTests: XCTestCase {
         }
     }
 
+    func testAMessageOverMaxFramesGivesBackTheLargeFrameItDiscarded() throws {
+        try withOwnContext { context in
+            let (push, pull) = try pushPull(over: "inproc", in: context)
+            // Two small frames, then 5,000 bytes from the pool, which a receive of at most
+            // two frames discards into its last slot.
+            XCTAssertTrue(try sendFilled(push, pattern(10, seed: 1), more: true))
+            XCTAssertTrue(try sendFilled(push, pattern(10, seed: 2), more: true))
+            XCTAssertTrue(try sendFilled(push, pattern(5_000, seed: 3)))
+            assertThrowsZMQError(.tooManyFrames, call: "zmq_msg_recv") { _ = try pull.receive(dontWait: false, maxFrames: 2) }
+            let (allocated, free) = try poolCounts(push)
+            XCTAssertEqual(free, allocated, "the discarded large frame went back with the failed receive")
+        }
+    }
+
     func testAFrameThatIsNotQueuedIsReleasedAndItsBufferGoesBackToThePool() throws {
         let before = liveFramePools()
         try withOwnContext { context in
