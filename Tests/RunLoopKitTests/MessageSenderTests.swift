@@ -57,12 +57,50 @@ final class MessageSenderTests: XCTestCase {
         XCTAssertEqual(senders(), [nil, nil])
     }
 
+    /// Runs `Tests/peers/zmtp_forger.py` (raw ZMTP 3.0, no libzmq) against `endpoint`: its
+    /// READY offers a well-formed CURVE key it does not hold as "User-Id" and pid 1 of another
+    /// user as "Peer-Address".
+    private func runForger(_ endpoint: String, text: String) throws -> (run: SecurityPeerRun, forgedKey: String) {
+        let forgedKey = try PortKeyPair.generate().publicKey
+        let run = try runSecurityPeer(["--endpoint", endpoint, "--text", text, "--user-id", forgedKey,
+                                       "--peer-address", "localhost:4242:4242:1"], script: "zmtp_forger.py")
+        return (run, forgedKey)
+    }
+
+    func testAForgedUserIdOrPeerAddressOverTCPIsNotTakenAsTheSender() throws {
+        let (port, senders) = try recordingPort()
+        defer { port.invalidate() }
+        let address = try port.bind(tcp: "tcp://127.0.0.1:*")
+        let (run, forgedKey) = try runForger(address.rawValue, text: "I am someone else")
+        XCTAssertEqual(run.verdict, "reply seen")
+        XCTAssertEqual(senders(), [nil], "a peer's own READY properties prove nothing (forged key \(forgedKey))")
+    }
+
+    func testAForgedUserIdOrPeerAddressOverIPCLeavesTheSenderTheKernelsCredentials() throws {
+        let (port, senders) = try recordingPort(name: "forger-test-\(getpid())-\(UInt32.random(in: .min ... .max))")
+        defer { port.invalidate() }
+        let (run, forgedKey) = try runForger(port.remote.address.rawValue, text: "I am root")
+        XCTAssertEqual(run.verdict, "reply seen")
+        XCTAssertEqual(senders(), [.process(uid: getuid(), gid: getgid(), pid: run.pid)],
+                       "the kernel's credentials of the Python process (SO_PEERCRED), not forged key \(forgedKey)")
+    }
+
     func testOnlyAnIPCPeerAddressWithUidGidAndPidMakesAProcessSender() {
         func parse(_ text: String) -> MessageSender? { MessageSender.process(fromPeerAddress: Array(text.utf8)) }
         XCTAssertEqual(parse("localhost:1000:100:4242"), .process(uid: 1000, gid: 100, pid: 4242))
         XCTAssertEqual(parse(":0:0:1"), .process(uid: 0, gid: 0, pid: 1))
         for text in ["127.0.0.1", "::1", "fe80::1:2", "1::2:3", "localhost:1:2", "localhost:a:2:3",
                      "localhost:1:2:99999999999", "localhost:1:2:3:4", "", "localhost::2:3"] {
+            XCTAssertNil(parse(text), text)
+        }
+    }
+
+    func testOnlyFortyCharactersOfZ85ThatDecodeMakeAKeySender() throws {
+        func parse(_ text: String) -> MessageSender? { MessageSender.curveKey(fromUserID: Array(text.utf8)) }
+        let key = try PortKeyPair.generate().publicKey
+        XCTAssertEqual(parse(key), .curveKey(key))
+        for text in ["", "me", String(key.dropLast()), key + "0", String(key.dropLast()) + "\"", // '"' is not Z85
+                     String(repeating: "#", count: 40), "localhost:1000:1000:4242"] {
             XCTAssertNil(parse(text), text)
         }
     }

@@ -10,15 +10,16 @@ import XCTest
 final class PortClientAllowListTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
 
-    /// A CURVE port on tcp loopback, with `clients` as its allow-list, that answers each
-    /// request with "ok:" and the request's text and records what reached its handler.
+    /// A CURVE port on tcp loopback (or, with a `name`, on ipc), with `clients` as its
+    /// allow-list, that answers each request with "ok:" and the request's text and records
+    /// what reached its handler.
     private final class Server {
         let keys: PortKeyPair
         let port: LocalPort
         let address: PortAddress
         var received: [(text: String, sender: MessageSender?)] = []
 
-        init(allowing clients: PortClientAllowList) throws {
+        init(allowing clients: PortClientAllowList, name: String? = nil) throws {
             keys = try PortKeyPair.generate()
             var record: (String, MessageSender?) -> Void = { _, _ in }
             port = try LocalPort { message in
@@ -26,8 +27,13 @@ final class PortClientAllowListTests: XCTestCase {
                 return LoopMessage(id: 0, text: "ok:\(message.text ?? "")")
             }
             try port.requireCurve(keys, allowing: clients)
-            address = try port.bind(tcp: "tcp://127.0.0.1:*")
-            PortDirectory.shared.removeAlias(address) // behave as a peer on another machine would
+            if let name {
+                try port.register(name: name)
+                address = port.remote.address
+            } else {
+                address = try port.bind(tcp: "tcp://127.0.0.1:*")
+                PortDirectory.shared.removeAlias(address) // behave as a peer on another machine would
+            }
             ThreadRunLoop.current.add(port, to: .default)
             record = { [unowned self] in received.append(($0, $1)) }
         }
@@ -139,6 +145,25 @@ final class PortClientAllowListTests: XCTestCase {
         XCTAssertEqual(server.received.map(\.text), ["from a listed process"])
         XCTAssertEqual(server.received.first?.sender, .curveKey(listed.publicKey))
         XCTAssertGreaterThanOrEqual(server.port.statistics.clientsRefused, 1) // libzmq may try again before the peer exits
+    }
+
+    func testOverIPCAListedClientProcessGetsItsReplyAsItsKeyAndAnUnlistedOneIsRefused() throws {
+        let listed = try PortKeyPair.generate()
+        let stranger = try PortKeyPair.generate()
+        let server = try Server(allowing: try PortClientAllowList(publicKeys: [listed.publicKey]),
+                                name: "allow-list-ipc-\(getpid())-\(UInt32.random(in: .min ... .max))")
+        defer { server.port.invalidate() }
+        XCTAssertTrue(server.address.rawValue.hasPrefix("ipc://"), "\(server.address)")
+        func peer(_ client: PortKeyPair, _ text: String) throws -> SecurityPeerRun {
+            try runSecurityPeer(["--endpoint", server.address.rawValue, "--text", text, "--server-key=\(server.keys.publicKey)",
+                                 "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
+        }
+        XCTAssertEqual(try peer(listed, "over ipc").verdict, "reply ok:over ipc")
+        XCTAssertEqual(try peer(stranger, "a stranger over ipc").verdict, "refused 400")
+        XCTAssertEqual(server.received.map(\.text), ["over ipc"])
+        XCTAssertEqual(server.received.map(\.sender), [.curveKey(listed.publicKey)],
+                       "a CURVE port's ipc client is known by its key, as its handshake proved it")
+        XCTAssertGreaterThanOrEqual(server.port.statistics.clientsRefused, 1)
     }
 
     func testAPortWithoutAnAllowListStillAdmitsEveryClientThatKnowsItsKey() throws {

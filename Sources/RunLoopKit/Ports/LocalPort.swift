@@ -75,7 +75,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     @exclusivity(unchecked) var borrowedAnswer: BorrowedAnswer?
     /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
     private(set) var requiresCurve = false
-    /// The ZAP domain the port's allow-list is registered under, if it has one. Owner thread only.
+    /// The ZAP domain the port's policy is registered under, if it requires CURVE. Owner thread only.
     private var authenticationDomain: String?
     /// The clients the port accepts, if it has an allow-list (`requireCurve(_:allowing:)`).
     public private(set) var allowedClients: PortClientAllowList? {
@@ -152,7 +152,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             throw .system(error)
         }
         registration = reserved
-        senderReader.hasOutsideEndpoints = true
+        senderReader.readsProcess = true
         PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
         registeredName.withLock { $0 = name }
         advertised.withLock { if $0.isInProcess { $0 = reserved.ipcAddress } }
@@ -170,7 +170,8 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// `statistics.clientsRefused` and logged; none of its messages reaches the handler.
     /// Either way each message from a CURVE client carries its key as `LoopMessage.sender`.
     /// The check is made by the process's ZAP handler (`docs/security.md`), started here if
-    /// it is not running yet.
+    /// it is not running yet, under a ZAP domain of the port's own: the key a message carries
+    /// is the one this port's policy admitted, never a property the client offered.
     public func requireCurve(_ keys: PortKeyPair, allowing clients: PortClientAllowList? = nil) throws(PortError) {
         try checkOwnerThread()
         guard socket.isOpen else { throw .invalidated }
@@ -181,20 +182,27 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         do {
             // The handler first: a CURVE server without it would admit any client.
             let authenticator = try ZMQAuthenticator.shared()
-            if let clients {
-                try socket.setOption(.zapDomain, Array(domain.utf8))
-                authenticator.register(domain: domain, policy: Self.policy(admitting: clients, statistics: statistics,
-                                                                           port: "\(inProcessAddress)"))
-            }
+            try socket.setOption(.zapDomain, Array(domain.utf8))
+            authenticator.register(domain: domain, policy: clients.map {
+                Self.policy(admitting: $0, statistics: statistics, port: "\(inProcessAddress)")
+            } ?? Self.admittingEveryKey)
             try socket.setOption(.curveServer, true)
             try socket.setOption(.curveSecretKey, keys.secretCurveKey)
         } catch {
-            if clients != nil { try? ZMQAuthenticator.shared().unregister(domain: domain) }
+            try? ZMQAuthenticator.shared().unregister(domain: domain)
             throw .system(error)
         }
         requiresCurve = true
-        if clients != nil { authenticationDomain = domain }
+        senderReader.readsCurveKey = true
+        authenticationDomain = domain
         allowedClients = clients
+    }
+
+    /// The ZAP policy of a CURVE port without an allow-list: every client that passed the
+    /// handshake (it knows the port's key) is admitted, with its key as user id.
+    private static let admittingEveryKey: ZMQAuthenticator.Policy = { request in
+        guard let key = request.clientKey else { return .deny(reason: "no CURVE client key") }
+        return .allow(userID: key.z85)
     }
 
     /// The ZAP policy of a port with an allow-list: its clients get their key as user id;
@@ -232,7 +240,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         }
         let bound = try PortAddress(validating: endpoint)
         tcpAddresses.append(bound)
-        senderReader.hasOutsideEndpoints = true
         PortDirectory.shared.addAlias(bound, for: inProcessAddress)
         advertised.withLock { $0 = bound }
         return bound

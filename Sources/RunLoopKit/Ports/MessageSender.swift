@@ -22,6 +22,15 @@ public enum MessageSender: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The sender a CURVE port's ZAP policy named as the connection's "User-Id": a client's
+    /// key, if the text is one (40 characters of Z85 that decode); nil for any other text.
+    static func curveKey(fromUserID text: some Collection<UInt8>) -> MessageSender? {
+        guard text.count == ZMQCurveKey.z85Count else { return nil }
+        let z85 = String(decoding: text, as: UTF8.self)
+        guard let key = ZMQCurveKey(z85: z85), key.z85 == z85 else { return nil }
+        return .curveKey(z85)
+    }
+
     /// The sender in libzmq's "Peer-Address" of an ipc connection, which ends with
     /// ":uid:gid:pid" from `SO_PEERCRED` (`localhost:1000:1000:4242`); nil for any other
     /// text. An IPv4 address has no colon, and an IPv6 address with exactly three colons
@@ -57,12 +66,20 @@ final class MessageSenderBox: Sendable {
 }
 
 /// Reads the sender of the message a port's socket just received, from the metadata libzmq
-/// attaches to every frame of a tcp or ipc connection (`zmq_msg_gets`): "User-Id" (set by
-/// the ZAP handler on CURVE connections), else "Peer-Address".
+/// attaches to every frame of a tcp or ipc connection (`zmq_msg_gets`), and only from what
+/// the connection proved:
 ///
-/// Cost: nothing for a port with no ipc or tcp endpoint (`hasOutsideEndpoints` false:
-/// every message comes over inproc). Otherwise an inproc frame has no metadata, so that is
-/// one call that returns at once; a tcp or ipc message costs two lookups in its
+/// - a port that requires CURVE (`readsCurveKey`) reads "User-Id" alone: the port's own ZAP
+///   policy gave it (each CURVE port has its own ZAP domain, and libzmq puts a ZAP reply's
+///   user id before any property the peer offers), and only 40 characters of Z85 that decode
+///   make a `.curveKey`;
+/// - a named port without CURVE (`readsProcess`) reads "Peer-Address" alone, which libzmq
+///   sets from the kernel (`SO_PEERCRED` on ipc) before any property the peer offers;
+/// - any other port (inproc and plain tcp only) reads nothing. "User-Id" is never read on
+///   a port without CURVE: there a peer's own READY command sets it (docs/security.md).
+///
+/// Cost: nothing for a port that reads nothing. Otherwise an inproc frame has no metadata,
+/// so that is one call that returns at once; a tcp or ipc message costs one lookup in its
 /// connection's small property map and a comparison with the text last seen; only a text
 /// not seen last (another connection) is parsed and makes a new `MessageSender`. The
 /// comparison is of the text itself, so a new connection is never taken for the previous one.
@@ -70,29 +87,30 @@ final class MessageSenderBox: Sendable {
 /// Owner thread of the port only, like its socket.
 struct MessageSenderReader {
     private var lastText: [UInt8] = []
-    private var lastWasUserID = false
     private var last: MessageSenderBox?
-    /// Whether the port has an ipc or tcp endpoint: until it has, every message came over
-    /// inproc and has no sender to read.
-    var hasOutsideEndpoints = false
+    /// Whether the port requires CURVE, its clients admitted by its own ZAP policy: the
+    /// sender is the key that policy gave as user id. Set before the port has endpoints.
+    var readsCurveKey = false
+    /// Whether the port has an ipc endpoint (it is named): without CURVE, its ipc peers are
+    /// known by the kernel's credentials.
+    var readsProcess = false
 
     /// The sender, boxed once per connection seen (see `LoopMessage.senderBox`).
     mutating func sender(ofReceived socket: ZMQSocket) -> MessageSenderBox? {
-        guard hasOutsideEndpoints,
-              let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil } // inproc
-        if let userID = socket.receivedProperty("User-Id", ofFrame: 0), userID.pointee != 0 {
-            return remembered(userID, isUserID: true) { .curveKey(String(decoding: $0, as: UTF8.self)) }
+        if readsCurveKey {
+            guard let userID = socket.receivedProperty("User-Id", ofFrame: 0) else { return nil } // inproc
+            return remembered(userID) { MessageSender.curveKey(fromUserID: $0) }
         }
-        return remembered(peer, isUserID: false) { MessageSender.process(fromPeerAddress: $0) }
+        guard readsProcess, let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil }
+        return remembered(peer) { MessageSender.process(fromPeerAddress: $0) }
     }
 
-    private mutating func remembered(_ text: UnsafePointer<CChar>, isUserID: Bool,
+    private mutating func remembered(_ text: UnsafePointer<CChar>,
                                      _ make: (UnsafeRawBufferPointer) -> MessageSender?) -> MessageSenderBox? {
         let bytes = UnsafeRawBufferPointer(start: text, count: strlen(text))
-        if isUserID == lastWasUserID, bytes.elementsEqual(lastText) { return last }
+        if bytes.elementsEqual(lastText) { return last }
         last = make(bytes).map(MessageSenderBox.init)
         lastText = Array(bytes)
-        lastWasUserID = isUserID
         return last
     }
 }

@@ -19,17 +19,19 @@ struct SecurityPeerRun: CustomStringConvertible {
     }
 }
 
-/// Runs the security peer (Debian's Python with pyzmq) with `arguments`, while this
+/// Runs the security peer (Debian's Python with pyzmq), or another peer of `Tests/peers`
+/// (`script`, for example the raw-ZMTP `zmtp_forger.py`), with `arguments`, while this
 /// thread's loop serves its ports in the default mode, until the peer exits (at most 60 s;
 /// then it is killed). Spawned as a `SpawnedProcess` reaped by a `ChildProcessSource`.
 /// Fails, never skips, when pyzmq is missing (`scripts/install-dependencies.sh`).
-func runSecurityPeer(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> SecurityPeerRun {
+func runSecurityPeer(_ arguments: [String], script: String = "security_peer.py",
+                     file: StaticString = #filePath, line: UInt = #line) throws -> SecurityPeerRun {
     let python = "/usr/bin/python3" // Debian's, which python3-zmq serves
     let script = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent() // Support
         .deletingLastPathComponent() // RunLoopKitTests
         .deletingLastPathComponent() // Tests
-        .appendingPathComponent("peers/security_peer.py").path
+        .appendingPathComponent("peers").appendingPathComponent(script).path
     let peer = try SpawnedProcess([python, script] + arguments, reapedByCaller: true)
     var exit: ChildExit?
     let source = try ChildProcessSource(pid: peer.pid) { exit = $0 }
