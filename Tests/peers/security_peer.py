@@ -8,6 +8,8 @@ key pair when --server-key is given, and prints what happened on one line:
     reply <text>        the port answered (its reply's first data component)
     refused <status>    the port's ZAP handler refused the handshake (the client's socket
                         monitor saw ZMQ_EVENT_HANDSHAKE_FAILED_AUTH with that status)
+    handshake failed    the handshake failed without a status (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                        or _PROTOCOL): for example the port's key is not --server-key
 
 then exits 0. Anything else (no answer within 20 s, a malformed reply): a message on
 stderr and exit status 1. Every wait is bounded, so the peer never hangs.
@@ -48,7 +50,8 @@ def main():
         dealer.curve_serverkey = args.server_key.encode()
         dealer.curve_publickey = args.public_key.encode()
         dealer.curve_secretkey = args.secret_key.encode()
-    monitor = dealer.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+    monitor = dealer.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                        | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
     dealer.connect(args.endpoint)
     text = args.text.encode()  # inline: the request is one frame
     dealer.send(HEADER.pack(MAGIC, VERSION, KIND_REQUEST, 0, 1, 9, 0x55, 0) + ENTRY.pack(DATA, len(text)) + text)
@@ -59,7 +62,10 @@ def main():
     ready = dict(poller.poll(TIMEOUT_MS))
     if monitor in ready:
         event = recv_monitor_message(monitor)
-        print(f"refused {event['value']}", flush=True)
+        if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            print(f"refused {event['value']}", flush=True)
+        else:
+            print("handshake failed", flush=True)
     elif dealer in ready:
         frames = dealer.recv_multipart()
         if len(frames) not in (1, 2) or len(frames[0]) < HEADER.size + ENTRY.size:
