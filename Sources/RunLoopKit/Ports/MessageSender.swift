@@ -3,16 +3,18 @@ import Glibc
 
 /// Who sent a message a port received, as its connection proved it (`LoopMessage.sender`).
 ///
-/// Known for a connection to a CURVE port (the key its handshake proved the client holds)
-/// and for an ipc connection (the process the kernel saw connect, `SO_PEERCRED`); unknown
-/// (nil) for messages from this process (inproc) and over tcp without CURVE, where an
-/// address would prove nothing. See `docs/security.md`.
+/// Known for a connection to a CURVE port (the key its handshake proved the client holds,
+/// as the port's own ZAP policy admitted it) and for an ipc connection to a named port
+/// without CURVE (the process the kernel saw connect, `SO_PEERCRED`); unknown (nil) for
+/// messages from this process (inproc) and over tcp without CURVE, where an address would
+/// prove nothing. Never taken from what a peer claims in its handshake. See `docs/security.md`.
 public enum MessageSender: Sendable, Hashable, CustomStringConvertible {
     /// A CURVE client, by its long-term public key in Z85: the key its handshake proved it
-    /// holds (the "User-Id" the port's ZAP handler gave the connection).
+    /// holds (the "User-Id" the port's own ZAP policy gave the connection).
     case curveKey(String)
     /// A process on this machine that connected over ipc: its user, group and process ids
-    /// when it connected, as the kernel gave them.
+    /// when it connected, as the kernel gave them. The pid names that process only while
+    /// it lives: once it exits, the pid may be given to another (docs/security.md).
     case process(uid: UInt32, gid: UInt32, pid: Int32)
 
     public var description: String {
