@@ -35,11 +35,14 @@ let package = Package(
         // The buffers a socket reuses for the frames it hands libzmq (C11 atomics: a free
         // list other threads give back to, lock-free). No libzmq call: RunLoopZMQ makes them.
         .target(name: "CFramePool"),
+        // accept4 as libc's, except that a libzmq listener's EMFILE drops the pending
+        // connection through a reserved descriptor (libzmq would abort or spin on it).
+        .target(name: "CAcceptGuard"),
         // The layers, lowest first; each target imports only the ones above it in this list.
         // System calls through one funnel with typed errno, locks, time, threads, signals.
         .target(name: "RunLoopSystem", dependencies: ["CLinuxPoll", "CSignalRelay"]),
         // libzmq's sockets, options, CURVE and socket monitors, over RunLoopSystem.
-        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "CFramePool", "RunLoopSystem"]),
+        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "CFramePool", "CAcceptGuard", "RunLoopSystem"]),
         // The wire format as bytes only (docs/wire-format.md): no socket, no port.
         .target(name: "RunLoopWire"),
         // The run loop: modes, sources, timers, observers, performs, the poller and the
@@ -118,6 +121,7 @@ let package = Package(
                 "RunLoopCore",
                 "RunLoopZMQ",
                 "RunLoopWire",
+                "CAcceptGuard",
                 "CZeroMQ",
                 "CLinuxPoll",
                 "RunLoopTestSupport",

@@ -178,6 +178,11 @@ package struct ZMQHandshakeFailure: Sendable, Equatable, CustomStringConvertible
         self.value = value
     }
 
+    /// Whether the peer only closed the connection, with no protocol error or refusal
+    /// (`NO_DETAIL`): a CURVE client's sign of a wrong server key, and also what a server
+    /// at its descriptor limit does (RunLoopKit's accept guard drops a connection there).
+    package var isConnectionClosed: Bool { event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL }
+
     package var description: String {
         switch event {
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:

@@ -1,4 +1,5 @@
 import RunLoopSystem
+import CAcceptGuard
 import CZeroMQ
 
 /// A ZeroMQ context: the I/O thread and the socket table behind a set of sockets,
@@ -53,6 +54,7 @@ package final class ZMQContext: @unchecked Sendable {
         socketLinger: Duration = .milliseconds(100)
     ) throws(SystemCallError) {
         try ZMQContext.checkDescriptorsForStart(ioThreads: ioThreads)
+        try ZMQContext.prepareAcceptGuard()
         handle = try zmqCall("zmq_ctx_new") { zmq_ctx_new() }
         self.socketLinger = Int32(clamping: socketLinger.zmqMilliseconds)
         do {
@@ -80,7 +82,8 @@ package final class ZMQContext: @unchecked Sendable {
     /// descriptor limit the context is refused with an error, not an abort. (Another thread
     /// opening descriptors between the check and the start could still take them.)
     private static func checkDescriptorsForStart(ioThreads: Int32) throws(SystemCallError) {
-        let needed = 2 + 2 * (Int(max(ioThreads, 0)) + 1)
+        // One more for the accept guard's reserve (`prepareAcceptGuard`), opened right after.
+        let needed = 2 + 2 * (Int(max(ioThreads, 0)) + 1) + 1
         var opened: [Int32] = []
         defer { for fd in opened { Kernel.close(fd) } }
         for _ in 0..<needed {
@@ -90,6 +93,14 @@ package final class ZMQContext: @unchecked Sendable {
                 throw SystemCallError(code: error.code, call: "zmq_ctx_new (\(needed) descriptors to start a context)")
             }
         }
+    }
+
+    /// Keeps libzmq's listeners away from `EMFILE` (`CAcceptGuard`): a descriptor held in
+    /// reserve for the life of the process (one for every context), so that at the limit a
+    /// listener's pending connection is accepted and closed, the client retrying later,
+    /// instead of the ipc listener aborting the process or the tcp listener spinning.
+    private static func prepareAcceptGuard() throws(SystemCallError) {
+        _ = try systemCall("open(/) for the accept reserve") { rlk_accept_guard_prepare() }
     }
 
     deinit {

@@ -107,6 +107,10 @@ final class PortConnection: PortSourceDriver, WireReceiver {
             switch event {
             case .connected: link = .up
             case .disconnected: if case .refused = link {} else { link = .down }
+            case .handshakeFailed(let failure) where failure.isConnectionClosed && destination.curveServerKey == nil:
+                // No security to fail: the peer closed the connection (a server at its
+                // descriptor limit drops new ones): down, connected again while a send waits.
+                link = .down
             case .handshakeFailed(let failure): link = .refused(failure)
             }
         }
