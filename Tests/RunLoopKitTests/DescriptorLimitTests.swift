@@ -59,6 +59,17 @@ final class DescriptorLimitTests: XCTestCase {
         try expectServedAtTheLimit(transport: "tcp", test: #function)
     }
 
+    /// `RemotePort(named:)` at the limit cannot open the name's lock file to test it: a
+    /// typed `EMFILE`, not "no live port" for a name a live port holds.
+    func testLookingUpALiveNameAtTheDescriptorLimitFailsWithEMFILENotNameNotFound() throws {
+        let name = "descriptor-limit-lookup-\(getpid())"
+        let port = try LocalPort(name: name) { _ in nil }
+        defer { port.invalidate() }
+        let report = try expectPassingChild(self, test: #function, variable: DescriptorLimitTests.scenarioVariable,
+                                            scenario: "lookup \(name)")
+        XCTAssertTrue(report.contains("EMFILE-ERROR"), "the child's report:\n\(report)")
+    }
+
     /// Runs the scenario in a child process; it must end with the typed error and recover.
     private func expectChild(scenario: String, test: String, file: StaticString = #filePath, line: UInt = #line) throws {
         let report = try expectPassingChild(self, test: test, variable: DescriptorLimitTests.scenarioVariable,
@@ -146,6 +157,7 @@ final class DescriptorLimitTests: XCTestCase {
         let parts = scenario.split(separator: " ").map(String.init)
         guard parts.count == 2 else { return childReport(false, "bad scenario \(scenario)") }
         if parts[0] == "serve" { return serve(transport: parts[1]) }
+        if parts[0] == "lookup" { return lookUpAtTheLimit(parts[1]) }
         let loop = ThreadRunLoop.current
         // The loop exists and has run (a timer) before the limit is lowered.
         let timer = LoopTimer(fireAt: .now()) { _ in }
@@ -228,6 +240,28 @@ final class DescriptorLimitTests: XCTestCase {
         loop.run()
         port.invalidate()
         return childReport(true, "served to the end")
+    }
+
+    /// Looks up `name`, held by a live port of the parent, with no descriptor left: the
+    /// typed EMFILE; then with room again, the port.
+    private static func lookUpAtTheLimit(_ name: String) -> Bool {
+        var original = rlimit()
+        getrlimit(RLIMIT_NOFILE_VALUE, &original)
+        guard lowerLimit(leaving: 0, from: original) else { return childReport(false, "cannot lower RLIMIT_NOFILE") }
+        let outcome = Result { () throws(PortError) in try RemotePort(named: name) }
+        setrlimit(RLIMIT_NOFILE_VALUE, &original)
+        switch outcome {
+        case .failure(.system(let error)) where error.code == .tooManyOpenFiles:
+            print("EMFILE-ERROR \(error)")
+        case let other:
+            return childReport(false, "at the limit, RemotePort(named:) gave \(other)")
+        }
+        do {
+            _ = try RemotePort(named: name)
+        } catch {
+            return childReport(false, "with room again, the name was not found: \(error)")
+        }
+        return childReport(true, "found with room again")
     }
 
     /// Sets the soft and hard limits `spare` above the highest open descriptor.

@@ -53,9 +53,9 @@ final class PortDirectoryTests: XCTestCase {
         XCTAssertThrowsError(try NameLock(name: name, directory: directory)) {
             XCTAssertEqual($0 as? PortError, .nameInUse(name, holder: getpid()))
         }
-        XCTAssertEqual(NameLock.liveOwner(name: name, directory: directory), getpid())
+        XCTAssertEqual(try NameLock.liveOwner(name: name, directory: directory), getpid())
         port.invalidate()
-        XCTAssertNil(NameLock.liveOwner(name: name, directory: directory))
+        XCTAssertNil(try NameLock.liveOwner(name: name, directory: directory))
     }
 
     func testANameLeftBehindByADeadProcessCanBeRegisteredAgain() throws {
@@ -66,7 +66,7 @@ final class PortDirectoryTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: "\(directory)/\(name).sock", contents: Data()))
         XCTAssertThrowsError(try RemotePort(named: name)) { XCTAssertEqual($0 as? PortError, .nameNotFound(name)) }
         let port = try LocalPort(name: name)
-        XCTAssertEqual(NameLock.liveOwner(name: name, directory: directory), getpid())
+        XCTAssertEqual(try NameLock.liveOwner(name: name, directory: directory), getpid())
         XCTAssertNoThrow(try RemotePort(named: name))
         port.invalidate()
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(directory)/\(name).sock"))

@@ -17,12 +17,13 @@ public enum PortRegistry {
     public static func registeredNames() throws(PortError) -> [RegisteredPortName] {
         let directory = try RuntimeDirectory.path()
         let files = try asPortError { () throws(SystemCallError) in try Kernel.directoryEntries(directory) }
-        return files.compactMap { file -> RegisteredPortName? in
-            guard file.hasSuffix(".lock") else { return nil }
+        var entries: [RegisteredPortName] = []
+        for file in files where file.hasSuffix(".lock") {
             let name = String(file.dropLast(".lock".count))
-            guard (try? PortName.validate(name)) != nil else { return nil }
-            return entry(name, in: directory)
-        }.sorted { $0.name < $1.name }
+            guard (try? PortName.validate(name)) != nil else { continue }
+            entries.append(try entry(name, in: directory))
+        }
+        return entries.sorted { $0.name < $1.name }
     }
 
     /// The name's entry, or nil when it has no lock file (no port ever held it, or its
@@ -31,11 +32,12 @@ public enum PortRegistry {
         try PortName.validate(name)
         let directory = try RuntimeDirectory.path()
         guard Kernel.exists("\(directory)/\(name).lock") else { return nil }
-        return entry(name, in: directory)
+        return try entry(name, in: directory)
     }
 
-    private static func entry(_ name: String, in directory: String) -> RegisteredPortName {
-        let owner = NameLock.liveOwner(name: name, directory: directory)
+    /// Throws `.system` when the lock cannot be tested (`EMFILE` at the descriptor limit).
+    private static func entry(_ name: String, in directory: String) throws(PortError) -> RegisteredPortName {
+        let owner = try asPortError { () throws(SystemCallError) in try NameLock.liveOwner(name: name, directory: directory) }
         let pid: Int32? = if let owner { owner > 0 ? owner : nil } else { NameLock.lastOwner(name: name, directory: directory) }
         return RegisteredPortName(name: name, isAlive: owner != nil, ownerPID: pid,
                                   address: PortAddress(unchecked: "ipc://\(directory)/\(name).sock"))

@@ -52,11 +52,18 @@ final class NameLock {
         Kernel.close(fd)
     }
 
-    /// The pid of the live owner of `name`'s lock, or nil when no live process holds it.
-    static func liveOwner(name: String, directory: String) -> pid_t? {
-        guard let fd = try? Kernel.open("\(directory)/\(name).lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW) else { return nil }
+    /// The pid of the live owner of `name`'s lock, or nil when no live process holds it
+    /// (no lock file, or nobody holds its lock). Throws when the file cannot be tested
+    /// (`EMFILE` at the descriptor limit, `EACCES`): that says nothing of an owner.
+    static func liveOwner(name: String, directory: String) throws(SystemCallError) -> pid_t? {
+        let fd: Int32
+        do {
+            fd = try Kernel.open("\(directory)/\(name).lock", O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+        } catch where error.code == .fileNotFound {
+            return nil
+        }
         defer { Kernel.close(fd) }
-        guard (try? Kernel.isLockedByAnother(fd)) == true else { return nil }
+        guard try Kernel.isLockedByAnother(fd) else { return nil }
         return writtenPID(fd) ?? -1 // -1: alive, pid not yet written
     }
 

@@ -122,12 +122,16 @@ final class PortDirectory: @unchecked Sendable {
         return lock.withLock { aliases[address] }
     }
 
-    /// The port registered as `name`, in this process or (over ipc) in another.
+    /// The port registered as `name`, in this process or (over ipc) in another. Throws
+    /// `nameNotFound` when no live port holds it, `.system` when its lock cannot be tested.
     func lookUp(_ name: String) throws(PortError) -> RemotePort {
         if let address = lock.withLock({ names[name] }) { return RemotePort(address) }
         try PortName.validate(name)
         let directory = try RuntimeDirectory.path()
-        guard NameLock.liveOwner(name: name, directory: directory) != nil else { throw .nameNotFound(name) }
+        // At the descriptor limit the lock file cannot be opened: EMFILE, not "no owner".
+        guard try asPortError({ () throws(SystemCallError) in try NameLock.liveOwner(name: name, directory: directory) }) != nil else {
+            throw .nameNotFound(name)
+        }
         return RemotePort(PortAddress(unchecked: "ipc://\(directory)/\(name).sock"))
     }
 }

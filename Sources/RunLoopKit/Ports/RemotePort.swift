@@ -58,7 +58,9 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The port registered under `name`, in this process or another of this user's
-    /// (`CFMessagePortCreateRemote`). Throws `nameNotFound` when no live port holds it.
+    /// (`CFMessagePortCreateRemote`). Throws `nameNotFound` when no live port holds it, and
+    /// `.system` when its lock file cannot be tested: `tooManyOpenFiles` (`EMFILE`) at the
+    /// descriptor limit, since the test opens the file.
     public init(named name: String) throws(PortError) {
         self = try PortDirectory.shared.lookUp(name)
     }
