@@ -39,4 +39,14 @@ final class LocalPortTCPBindTests: XCTestCase {
             XCTAssertFalse(LocalPort.isLoopback(tcpEndpoint: endpoint), endpoint)
         }
     }
+
+    /// libzmq takes a bind's host as an address or an interface name, and refuses
+    /// `localhost` (`ENODEV`): the port binds it as `127.0.0.1`.
+    func testBindingLocalhostBindsTheIPv4LoopbackAddress() throws {
+        let port = try LocalPort()
+        defer { port.invalidate() }
+        let bound = try port.bind(tcp: "tcp://localhost:*")
+        XCTAssertTrue(bound.rawValue.hasPrefix("tcp://127.0.0.1:"), "\(bound)")
+        XCTAssertNotEqual(bound.rawValue, "tcp://127.0.0.1:*")
+    }
 }

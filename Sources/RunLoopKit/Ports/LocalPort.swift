@@ -227,6 +227,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// `localhost`) is refused with `insecureBind` unless the port requires CURVE
     /// (`requireCurve`), or the caller passes `insecure: true` to let anyone who reaches it
     /// send to the port in the clear.
+    ///
+    /// libzmq binds an address or an interface name, never a host name: the host
+    /// `localhost` is bound as `127.0.0.1` (the address returned says so).
     @discardableResult
     public func bind(tcp endpoint: String, insecure: Bool = false) throws(PortError) -> PortAddress {
         try checkOwnerThread()
@@ -235,7 +238,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         guard requiresCurve || insecure || Self.isLoopback(tcpEndpoint: endpoint) else { throw .insecureBind(endpoint) }
         let endpoint = try asPortError { () throws(SystemCallError) in
             if endpoint.contains("[") { try socket.setOption(.ipv6, true) } // libzmq binds IPv6 only when asked
-            try socket.bind(endpoint)
+            try socket.bind(Self.bindable(tcpEndpoint: endpoint))
             return try socket.lastEndpoint
         }
         let bound = try PortAddress(validating: endpoint)
@@ -243,6 +246,14 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         PortDirectory.shared.addAlias(bound, for: inProcessAddress)
         advertised.withLock { $0 = bound }
         return bound
+    }
+
+    /// The endpoint as libzmq can bind it: the host `localhost`, which libzmq would take as
+    /// an interface name and refuse (`ENODEV`), as `127.0.0.1`.
+    static func bindable(tcpEndpoint endpoint: String) -> String {
+        let prefix = "tcp://localhost:"
+        guard endpoint.hasPrefix(prefix) else { return endpoint }
+        return "tcp://127.0.0.1:" + endpoint.dropFirst(prefix.count)
     }
 
     /// Whether a `tcp://host:port` endpoint's host is a loopback address (or `localhost`),
