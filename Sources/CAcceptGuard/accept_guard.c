@@ -36,7 +36,8 @@ static accept4_function libc_accept4(void) {
 // Opens the reserve if there is none. Caller holds reserve_lock.
 static void open_reserve_locked(void) {
     if (reserve_fd >= 0) return;
-    reserve_fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    // O_PATH: no permission needed on "/"; the number counts toward the limit all the same.
+    reserve_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     atomic_store(&reserve_missing, reserve_fd < 0);
 }
 

@@ -100,7 +100,7 @@ package final class ZMQContext: @unchecked Sendable {
     /// listener's pending connection is accepted and closed, the client retrying later,
     /// instead of the ipc listener aborting the process or the tcp listener spinning.
     private static func prepareAcceptGuard() throws(SystemCallError) {
-        _ = try systemCall("open(/) for the accept reserve") { rlk_accept_guard_prepare() }
+        _ = try systemCall("open(/, O_PATH) for the accept reserve") { rlk_accept_guard_prepare() }
     }
 
     deinit {
