@@ -87,7 +87,7 @@ final class WireDocumentTests: XCTestCase {
             XCTAssertEqual(probe.l_len, 0, "\(label): to the end of the file and beyond")
         }
         port.invalidate()
-        XCTAssertNil(NameLock.liveOwner(name: name, directory: try RuntimeDirectory.path()))
+        XCTAssertNil(try NameLock.liveOwner(name: name, directory: try RuntimeDirectory.path()))
     }
 
     func testANamesLettersAreASCIIOnly() throws {
