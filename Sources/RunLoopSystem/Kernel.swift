@@ -48,6 +48,47 @@ package enum Kernel {
         try systemCall("unlink(\(path))") { Glibc.unlink(path) }
     }
 
+    /// `fchmod(2)`.
+    package static func changeMode(_ fd: Int32, _ mode: mode_t) throws(SystemCallError) {
+        try systemCall("fchmod") { Glibc.fchmod(fd, mode) }
+    }
+
+    /// `fsync(2)`: the file's data and metadata on the disk before it returns.
+    package static func synchronize(_ fd: Int32) throws(SystemCallError) {
+        try systemCall("fsync") { Glibc.fsync(fd) }
+    }
+
+    /// `rename(2)`: `path` takes `from`'s place at once, replacing whatever was there.
+    package static func rename(_ from: String, to path: String) throws(SystemCallError) {
+        try systemCall("rename(\(from), \(path))") { Glibc.rename(from, path) }
+    }
+
+    /// `link(2)`: a new name for `from`'s file; fails with `fileExists` (`EEXIST`) if
+    /// anything is at `path`, so that it never replaces a file.
+    package static func link(_ from: String, to path: String) throws(SystemCallError) {
+        try systemCall("link(\(from), \(path))") { Glibc.link(from, path) }
+    }
+
+    /// Writes all of `bytes`, in as many `write(2)` calls as it takes.
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(SystemCallError) {
+        var offset = 0
+        while offset < bytes.count {
+            let start = offset
+            let written = bytes.withUnsafeBytes { buffer in
+                Result { () throws(SystemCallError) in try write(fd, UnsafeRawBufferPointer(rebasing: buffer[start...])) }
+            }
+            offset += try written.get()
+        }
+    }
+
+    /// `fsync(2)` of the directory at `path` (opened `O_RDONLY | O_DIRECTORY`): the names
+    /// made, removed or renamed in it on the disk before it returns.
+    package static func synchronizeDirectory(_ path: String) throws(SystemCallError) {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(fd) }
+        try synchronize(fd)
+    }
+
     /// `chmod(2)`.
     package static func chmod(_ path: String, _ mode: mode_t) throws(SystemCallError) {
         try systemCall("chmod(\(path))") { Glibc.chmod(path, mode) }

@@ -28,13 +28,17 @@ struct KeygenCommand: ToolCommand {
 
     func execute() throws(ToolFailure) {
         let publicPath = path + ".pub"
-        for existing in [path, publicPath] where access(existing, F_OK) == 0 {
-            throw ToolFailure(.usage, "\(existing) exists: keygen never overwrites a key file")
-        }
-        do {
+        do throws(PortError) {
             let keys = try PortKeyPair.generate()
-            try keys.write(to: path)
-            try keys.writePublicKey(to: publicPath)
+            // Each file is created exclusively (linked in place, never renamed over): no check
+            // beforehand, which a file made between the check and the write would get past.
+            try keys.write(to: path, exclusive: true)
+            do throws(PortError) {
+                try keys.writePublicKey(to: publicPath, exclusive: true)
+            } catch {
+                unlink(path) // the pair just made, useless without its public key
+                throw error
+            }
             if output.json {
                 return ToolOutput.printJSON(Report(publicKey: keys.publicKey, secretKeyFile: path, publicKeyFile: publicPath))
             }
@@ -42,6 +46,9 @@ struct KeygenCommand: ToolCommand {
             print("key pair:   \(path) (mode 600)")
             print("public:     \(publicPath)")
         } catch {
+            if case .system(let cause) = error, cause.code == .fileExists {
+                throw ToolFailure(.usage, "\(cause.call.contains(publicPath) ? publicPath : path) exists: keygen never overwrites a key file")
+            }
             throw ToolFailure(.failure, "\(error)")
         }
     }

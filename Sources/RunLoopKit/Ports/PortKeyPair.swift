@@ -49,24 +49,37 @@ public struct PortKeyPair: Sendable, Hashable, CustomStringConvertible, CustomRe
 
     /// Writes the pair (public and secret key) to a new or existing file at `path`, with
     /// mode 0600 whatever the umask or the file's mode before: only its owner may read it.
-    /// The format is CZMQ's secret certificate:
+    /// The file is replaced whole or not at all: the pair goes to a new file in the same
+    /// directory, synced, then renamed over `path`, so a write that fails or a crash leaves
+    /// the key that was there intact. The format is CZMQ's secret certificate:
     ///
     ///     metadata
     ///     curve
     ///         public-key = "<40 Z85 characters>"
     ///         secret-key = "<40 Z85 characters>"
     public func write(to path: String) throws(PortError) {
+        try write(to: path, exclusive: false)
+    }
+
+    /// `write(to:)`, or with `exclusive` a new file only: fails with `.system(fileExists)`
+    /// if anything is at `path`, even a file made between a check and this call.
+    package func write(to path: String, exclusive: Bool) throws(PortError) {
         let text = "#   RunLoopKit CURVE key pair (CZMQ certificate format): keep it private, mode 0600\n"
             + "metadata\ncurve\n    public-key = \"\(publicKey)\"\n    secret-key = \"\(secretCurveKey.z85)\"\n"
-        try PortKeyFile.write(text, to: path, mode: 0o600)
+        try PortKeyFile.write(text, to: path, mode: 0o600, exclusive: exclusive)
     }
 
     /// Writes the public key alone to `path`, mode 0644 (it is public): the file a port's
     /// allow-list directory holds for this client (`PortClientAllowList(directory:)`).
     public func writePublicKey(to path: String) throws(PortError) {
+        try writePublicKey(to: path, exclusive: false)
+    }
+
+    /// `writePublicKey(to:)`, or with `exclusive` a new file only (as `write(to:exclusive:)`).
+    package func writePublicKey(to path: String, exclusive: Bool) throws(PortError) {
         let text = "#   RunLoopKit CURVE public key (CZMQ certificate format)\n"
             + "metadata\ncurve\n    public-key = \"\(publicKey)\"\n"
-        try PortKeyFile.write(text, to: path, mode: 0o644)
+        try PortKeyFile.write(text, to: path, mode: 0o644, exclusive: exclusive)
     }
 
     /// Reads a key pair that `write(to:)` (or CZMQ's `zcert_save_secret`) wrote; also takes
@@ -90,19 +103,36 @@ enum PortKeyFile {
     /// The most bytes a key file may have: a certificate is a few hundred.
     static let maxBytes = 64 * 1024
 
-    static func write(_ text: String, to path: String, mode: mode_t) throws(PortError) {
+    /// Writes `text` to `path` whole or not at all, never in place: to a new file in the same
+    /// directory (`.NAME.<pid>.<random>.tmp`, created exclusively with `mode`, which the
+    /// umask cannot narrow nor an old file widen), synced to the disk, then renamed over
+    /// `path`, and the directory synced. A write that fails or a crash leaves the file that
+    /// was at `path` as it was (and at worst a hidden temporary file). With `exclusive`,
+    /// the new file is linked at `path` instead of renamed, which fails with `fileExists`
+    /// if anything is there: a file at `path` is never replaced, even one made a moment before.
+    static func write(_ text: String, to path: String, mode: mode_t, exclusive: Bool = false) throws(PortError) {
         try asPortError { () throws(SystemCallError) in
-            let fd = try Kernel.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode: mode)
-            defer { Kernel.close(fd) }
-            // Before writing, whatever mode the file had and whatever the umask took away.
-            try systemCall("fchmod(\(path))") { Glibc.fchmod(fd, mode) }
-            var bytes = Array(text.utf8)[...]
-            while !bytes.isEmpty {
-                let written = bytes.withUnsafeBytes { buffer in
-                    Result { () throws(SystemCallError) in try Kernel.write(fd, buffer) }
-                }
-                bytes = bytes.dropFirst(try written.get())
+            let slash = path.lastIndex(of: "/")
+            let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+            let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+            let temporary = "\(directory)/.\(name).\(getpid()).\(UInt32.random(in: .min ... .max)).tmp"
+            let fd = try Kernel.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode: mode)
+            var placed = false
+            defer { if !placed { try? Kernel.unlink(temporary) } }
+            do {
+                defer { Kernel.close(fd) }
+                try Kernel.changeMode(fd, mode) // the umask may have taken some away
+                try Kernel.writeAll(fd, Array(text.utf8))
+                try Kernel.synchronize(fd)
             }
+            if exclusive {
+                try Kernel.link(temporary, to: path)
+                try? Kernel.unlink(temporary)
+            } else {
+                try Kernel.rename(temporary, to: path)
+            }
+            placed = true
+            try Kernel.synchronizeDirectory(directory)
         }
     }
 
