@@ -25,6 +25,11 @@ extension ZMQSocketOption where Value == Int32 {
     /// `ZMQ_RECONNECT_IVL`, in milliseconds: how long a connecting socket waits before it
     /// tries again after its peer went or refused (100 by default).
     package static var reconnectInterval: Self { Self(name: ZMQ_RECONNECT_IVL) }
+    /// `ZMQ_HANDSHAKE_IVL`, in milliseconds: a connection whose ZMTP handshake (greeting,
+    /// security mechanism, ZAP) is not done this long after it was made is closed; 0 is
+    /// never (libzmq's default is 30,000). Set before binding: a listener's connections
+    /// take the value it had when it was bound.
+    package static var handshakeInterval: Self { Self(name: ZMQ_HANDSHAKE_IVL) }
     /// `ZMQ_RECONNECT_IVL_MAX`, in milliseconds: with it, the wait doubles after each
     /// failed try up to this much; 0 (the default) keeps `reconnectInterval` for ever.
     package static var reconnectIntervalMax: Self { Self(name: ZMQ_RECONNECT_IVL_MAX) }

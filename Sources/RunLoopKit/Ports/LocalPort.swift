@@ -95,16 +95,54 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// Messages a port queues before senders wait, by default (`ZMQ_RCVHWM`).
     public static let defaultReceiveHighWaterMark: Int32 = 10_000
 
+    /// What one peer of a port's ipc and tcp endpoints may make it hold, and for how long a
+    /// connection may stay unauthenticated (`docs/security.md`, "Bounded peers"). Senders in
+    /// this process (inproc) are not peers: these do not apply to them.
+    public struct PeerLimits: Sendable, Equatable {
+        /// The largest frame a peer may send, in bytes (`ZMQ_MAXMSGSIZE`): a peer that
+        /// announces a longer one is disconnected before its bytes are read, and loses what it
+        /// sent on that connection after it. Between 1 and the wire format's frame limit
+        /// (`wireFrameLimit`, 64 MiB), to which a larger value is lowered.
+        /// A port's RunLoopKit senders send frames of up to 64 MiB: a lower limit is for
+        /// ports whose peers send less (`docs/wire-format.md`, "Limits").
+        public var maxFrameBytes: Int
+        /// How long a connection may take to complete its handshake (`ZMQ_HANDSHAKE_IVL`: the
+        /// ZMTP greeting, then CURVE and the allow-list check): one that has not by then is
+        /// closed, so a peer that connects and says nothing holds a descriptor that long at
+        /// most. At least 1 ms.
+        public var handshakeTimeout: Duration
+
+        /// The wire format's frame limit, 64 MiB: the most `maxFrameBytes` may be.
+        public static let wireFrameLimit = WireLimits.default.maxFrameBytes
+
+        public init(maxFrameBytes: Int = PeerLimits.wireFrameLimit, handshakeTimeout: Duration = .seconds(10)) {
+            self.maxFrameBytes = min(max(maxFrameBytes, 1), PeerLimits.wireFrameLimit)
+            self.handshakeTimeout = max(handshakeTimeout, .milliseconds(1))
+        }
+
+        /// Frames up to the wire format's 64 MiB; 10 s for a handshake.
+        public static let `default` = PeerLimits()
+
+        /// `handshakeTimeout` in whole milliseconds, for `ZMQ_HANDSHAKE_IVL`.
+        var handshakeMilliseconds: Int32 {
+            let (seconds, attoseconds) = handshakeTimeout.components
+            let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+            return Int32(clamping: max(milliseconds, 1))
+        }
+    }
+
     /// Creates a port on the calling thread; with a `name`, registers it (see `register(name:)`).
     ///
     /// `receiveHighWaterMark` bounds the messages queued for it (with each sender's own
     /// 10,000): once reached, senders wait, and fail with `sendTimedOut` at their deadline.
+    /// `peerLimits` bounds each frame a peer over ipc or tcp sends, and how long its
+    /// connection may take to complete its handshake.
     ///
     /// Throws `.system` with `tooManyOpenFiles` (`EMFILE`) at the descriptor limit: the
     /// port needs its socket, its thread's loop's poll set (made with the loop's first port)
     /// and, for the process's first port, ZeroMQ's context.
     public init(name: String? = nil, receiveHighWaterMark: Int32 = LocalPort.defaultReceiveHighWaterMark,
-                handler: Handler? = nil) throws(PortError) {
+                peerLimits: PeerLimits = .default, handler: Handler? = nil) throws(PortError) {
         let serial = LocalPort.counter.add(1, ordering: .relaxed).newValue
         inProcessAddress = PortAddress(unchecked: "inproc://runloopkit.\(getpid()).\(serial)")
         advertised = LockedValue(inProcessAddress)
@@ -117,7 +155,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             let socket = try ZMQSocket(type: .router)
             // A reply to a requester that is gone fails at once instead of vanishing.
             try socket.setOption(.routerMandatory, true)
-            try socket.setOption(.maxMessageSize, Int64(WireLimits.default.maxFrameBytes))
+            // Before any bind: a listener's connections take the options it was bound with.
+            try socket.setOption(.maxMessageSize, Int64(peerLimits.maxFrameBytes))
+            try socket.setOption(.handshakeInterval, peerLimits.handshakeMilliseconds)
             try socket.setOption(.receiveHighWaterMark, receiveHighWaterMark)
             try socket.bind(inProcessAddress.rawValue)
             pollDescriptor = try socket.fileDescriptor
