@@ -125,6 +125,7 @@ let package = Package(
                 "CZeroMQ",
                 "CLinuxPoll",
                 "RunLoopTestSupport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),

@@ -89,6 +89,13 @@ package enum Kernel {
         try synchronize(fd)
     }
 
+    /// Sleeps until `deadline` on the monotonic clock (`clock_nanosleep(2)`, absolute), a
+    /// signal's interruption included.
+    package static func sleep(until deadline: Deadline) {
+        var spec = timespec(tv_sec: Int(deadline.rawValue / 1_000_000_000), tv_nsec: Int(deadline.rawValue % 1_000_000_000))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &spec, nil) == EINTR {}
+    }
+
     /// `chmod(2)`.
     package static func chmod(_ path: String, _ mode: mode_t) throws(SystemCallError) {
         try systemCall("chmod(\(path))") { Glibc.chmod(path, mode) }

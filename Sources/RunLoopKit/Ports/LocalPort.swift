@@ -223,9 +223,13 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             // The handler first: a CURVE server without it would admit any client.
             let authenticator = try ZMQAuthenticator.shared()
             try socket.setOption(.zapDomain, Array(domain.utf8))
-            authenticator.register(domain: domain, policy: clients.map {
-                Self.policy(admitting: $0, statistics: statistics, port: "\(inProcessAddress)")
-            } ?? Self.admittingEveryKey)
+            if let clients {
+                let refusals = try PortRefusalLog.shared()
+                authenticator.register(domain: domain, policy: Self.policy(admitting: clients, statistics: statistics,
+                                                                           refusals: refusals, port: "\(inProcessAddress)"))
+            } else {
+                authenticator.register(domain: domain, policy: Self.admittingEveryKey)
+            }
             try socket.setOption(.curveServer, true)
             try socket.setOption(.curveSecretKey, keys.secretCurveKey)
         } catch {
@@ -246,16 +250,16 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     }
 
     /// The ZAP policy of a port with an allow-list: its clients get their key as user id;
-    /// any other is refused, counted and logged. Runs on the ZAP handler's thread.
+    /// any other is refused and counted, and noted for the refusal log's thread, which logs
+    /// it (`PortRefusalLog`): never here, on the ZAP handler's thread, which every
+    /// handshake of the process waits on.
     private static func policy(admitting clients: PortClientAllowList, statistics: PortStatistics,
-                               port: String) -> ZMQAuthenticator.Policy {
+                               refusals: PortRefusalLog, port: String) -> ZMQAuthenticator.Policy {
         { request in
             if let key = request.clientKey, clients.contains(key) { return .allow(userID: key.z85) }
             statistics.countRefusedClient()
-            RunLoopKitLog.port.info("client refused: its key is not on the port's allow-list", metadata: [
-                "port": "\(port)", "client": "\(request.clientKey?.z85 ?? "none")",
-                "address": "\(request.address)", "mechanism": "\(request.mechanism)",
-            ])
+            refusals.record(port: port, client: request.clientKey?.z85 ?? "none", address: request.address,
+                            mechanism: request.mechanism)
             return .deny(reason: "not on the allow-list")
         }
     }
