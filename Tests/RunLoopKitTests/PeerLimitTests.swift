@@ -80,6 +80,7 @@ final class PeerLimitTests: XCTestCase {
         XCTAssertEqual(LocalPort.PeerLimits(maxFrameBytes: 1 << 40).maxFrameBytes, 64 << 20, "never past the wire format's")
         XCTAssertEqual(LocalPort.PeerLimits(handshakeTimeout: .zero).handshakeMilliseconds, 1, "0 would be never")
         XCTAssertEqual(LocalPort.PeerLimits(handshakeTimeout: .microseconds(1500)).handshakeMilliseconds, 2)
+        XCTAssertEqual(LocalPort.PeerLimits(handshakeTimeout: .seconds(Int64.max)).handshakeMilliseconds, .max)
     }
 
     func testAConnectionThatNeverCompletesItsHandshakeIsClosedAfterThePortsHandshakeTimeout() throws {

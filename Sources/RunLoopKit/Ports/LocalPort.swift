@@ -115,6 +115,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         /// The wire format's frame limit, 64 MiB: the most `maxFrameBytes` may be.
         public static let wireFrameLimit = WireLimits.default.maxFrameBytes
 
+        /// Limits with these values, each brought within its bounds (above).
         public init(maxFrameBytes: Int = PeerLimits.wireFrameLimit, handshakeTimeout: Duration = .seconds(10)) {
             self.maxFrameBytes = min(max(maxFrameBytes, 1), PeerLimits.wireFrameLimit)
             self.handshakeTimeout = max(handshakeTimeout, .milliseconds(1))
@@ -126,6 +127,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         /// `handshakeTimeout` in whole milliseconds, for `ZMQ_HANDSHAKE_IVL`.
         var handshakeMilliseconds: Int32 {
             let (seconds, attoseconds) = handshakeTimeout.components
+            guard seconds < Int64(Int32.max / 1000) else { return .max } // about 24 days
             let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
             return Int32(clamping: max(milliseconds, 1))
         }
