@@ -213,8 +213,8 @@ final class ZAPHandlerLoadTests: XCTestCase {
             }
             let lines = sink.lines
             passed = childReport(sink.refusalsLogged == refused, "the log accounts for every refusal: \(lines)") && passed
-            passed = childReport(lines.first?["client"] == strangers[0].publicKey && lines.first?["refused"] == nil,
-                                 "the first line names the first stranger") && passed
+            // (It may count the stranger's second try too, if that came before the line was written.)
+            passed = childReport(lines.first?["client"] == strangers[0].publicKey, "the first line names the first stranger") && passed
             passed = childReport(lines.count < refused, "the later refusals share lines: \(lines.count) for \(refused)") && passed
             server.port.invalidate()
             return passed
