@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import RunLoopKit
 
 /// `runloopkit keygen PATH`: a new CURVE key pair, in key files (`docs/security.md`).
@@ -28,15 +27,17 @@ struct KeygenCommand: ToolCommand {
 
     func execute() throws(ToolFailure) {
         let publicPath = path + ".pub"
+        var writing = path
         do throws(PortError) {
             let keys = try PortKeyPair.generate()
             // Each file is created exclusively (linked in place, never renamed over): no check
             // beforehand, which a file made between the check and the write would get past.
             try keys.write(to: path, exclusive: true)
+            writing = publicPath
             do throws(PortError) {
                 try keys.writePublicKey(to: publicPath, exclusive: true)
             } catch {
-                unlink(path) // the pair just made, useless without its public key
+                try? Kernel.unlink(path) // the pair just made, useless without its public key
                 throw error
             }
             if output.json {
@@ -47,7 +48,7 @@ struct KeygenCommand: ToolCommand {
             print("public:     \(publicPath)")
         } catch {
             if case .system(let cause) = error, cause.code == .fileExists {
-                throw ToolFailure(.usage, "\(cause.call.contains(publicPath) ? publicPath : path) exists: keygen never overwrites a key file")
+                throw ToolFailure(.usage, "\(writing) exists: keygen never overwrites a key file")
             }
             throw ToolFailure(.failure, "\(error)")
         }
