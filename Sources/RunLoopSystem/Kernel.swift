@@ -82,11 +82,14 @@ package enum Kernel {
     }
 
     /// `fsync(2)` of the directory at `path` (opened `O_RDONLY | O_DIRECTORY`): the names
-    /// made, removed or renamed in it on the disk before it returns.
+    /// made, removed or renamed in it on the disk before it returns. A file system that
+    /// cannot sync a directory (`EINVAL`: some FUSE ones) has nothing more to do.
     package static func synchronizeDirectory(_ path: String) throws(SystemCallError) {
         let fd = try open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         defer { close(fd) }
-        try synchronize(fd)
+        do {
+            try synchronize(fd)
+        } catch where error.code == .invalidArgument {}
     }
 
     /// Sleeps until `deadline` on the monotonic clock (`clock_nanosleep(2)`, absolute), a
