@@ -7,7 +7,7 @@ import XCTest
 /// What a peer can make a port hold (`docs/security.md`, "Bounded peers"): a frame over the
 /// port's limit ends the peer's connection before its bytes are read, and a connection that
 /// never completes its handshake is closed after the port's handshake timeout. The peer is
-/// `Tests/peers/raw_zmtp_peer.py`, raw ZMTP on Python's socket module.
+/// `Tests/peers/limits_peer.py`, raw ZMTP on Python's socket module.
 final class PeerLimitTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
 
@@ -33,7 +33,7 @@ final class PeerLimitTests: XCTestCase {
         let script = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent() // RunLoopKitTests
             .deletingLastPathComponent() // Tests
-            .appendingPathComponent("peers/raw_zmtp_peer.py").path
+            .appendingPathComponent("peers/limits_peer.py").path
         let portNumber = String(address.rawValue.split(separator: ":").last ?? "")
         let peer = try SpawnedProcess(["/usr/bin/python3", script, "--host", "127.0.0.1", "--port", portNumber] + arguments,
                                       reapedByCaller: true)

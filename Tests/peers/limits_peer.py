@@ -15,7 +15,7 @@ It prints one line, then exits 0:
 
 Anything else (no connection): a message on stderr and exit status 1.
 
-Usage: raw_zmtp_peer.py --host H --port P --wait SECONDS (silent | oversized SIZE)
+Usage: limits_peer.py --host H --port P --wait SECONDS (silent | oversized SIZE)
 """
 
 import argparse
