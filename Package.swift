@@ -97,7 +97,9 @@ let package = Package(
         // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
         .executableTarget(name: "main-queue-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/main-queue-probe"),
         // A process that sends to another's port and then ends, for ExitFlushTests.
-        .executableTarget(name: "exit-flush-probe", dependencies: ["RunLoopKit"], path: "Tests/probes/exit-flush-probe"),
+        .executableTarget(name: "exit-flush-probe",
+                          dependencies: ["RunLoopKit", .product(name: "Logging", package: "swift-log")],
+                          path: "Tests/probes/exit-flush-probe"),
         // Helpers shared by the test targets: threads, child processes, built executables,
         // /proc readings, ZeroMQ socket pairs. Over the public and package API only.
         .target(name: "RunLoopTestSupport", dependencies: ["RunLoopSystem", "RunLoopZMQ", "RunLoopCore"],

@@ -101,6 +101,18 @@ package final class SpawnedProcess: @unchecked Sendable {
         return true
     }
 
+    /// Waits (60 s at most) until the child printed on stdout a line that contains one of
+    /// `fragments`, and returns the one the first such line contains, or nil if none came.
+    package func waitForFirstLine(containing fragments: [String]) -> String? {
+        let limit = DispatchTime.now() + 60
+        while true {
+            for line in stdout.split(separator: "\n") {
+                if let fragment = fragments.first(where: { line.contains($0) }) { return fragment }
+            }
+            if printed.wait(timeout: limit) == .timedOut { return nil }
+        }
+    }
+
     /// Waits (`seconds` at most; nil: as long as it takes) until the child ended and its
     /// output reached its end. How it ended, or nil if it did not end in time.
     package func waitForExit(seconds: Double? = 60) -> ChildExit? {

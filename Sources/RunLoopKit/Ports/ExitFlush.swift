@@ -16,8 +16,10 @@ import Synchronization
 /// until libzmq is done with every closed socket (`ZMQConnectionMonitor.closeCompleted()`;
 /// over ipc, until the receiver has also read it from the kernel), or the limit passed:
 /// all of a thread's connections at once, so the whole wait is at most the limit.
-/// Connections not done by then are logged as a warning with their count (the one way
-/// a program that is ending can learn of it): what libzmq still held for them is lost.
+/// A wait for ipc receivers' read is logged once, at `.trace` ("exit flush awaits the
+/// receivers' read"). Connections not done by then are logged as a warning with their
+/// count (the one way a program that is ending can learn of it): what libzmq still held
+/// for them is lost.
 ///
 /// When: a thread's exit (its `ThreadPortState`'s destructor), and the process's exit
 /// (`exit`, a return from `main`), through an `atexit` handler registered when a thread
@@ -66,14 +68,22 @@ enum ExitFlush {
         let deadline = Deadline.after(limit)
         var pending = connections.compactMap { $0.closeFlushing(linger: limit) }
         var failed = 0
+        var toldOfTheReadAwaited = false
         while true {
             pending.removeAll { monitor in
                 do { return try monitor.closeCompleted() } catch { failed += 1; return true }
             }
             let now = Deadline.now()
             guard !pending.isEmpty, now < deadline else { break }
+            let awaitingTheirRead = pending.count { $0.isAwaitingThePeersRead }
+            if awaitingTheirRead > 0, !toldOfTheReadAwaited {
+                toldOfTheReadAwaited = true
+                RunLoopKitLog.port.trace("exit flush awaits the receivers' read", metadata: [
+                    "occasion": "\(occasion.rawValue)", "connections": "\(awaitingTheirRead)",
+                ])
+            }
             // Over ipc, the peer's reading is looked at every 2 ms (no event tells of it).
-            let slice = pending.contains { $0.isAwaitingThePeersRead } ? min(deadline - now, .milliseconds(2)) : deadline - now
+            let slice = awaitingTheirRead > 0 ? min(deadline - now, .milliseconds(2)) : deadline - now
             do {
                 _ = try ZMQSocket.poll(pending.map { ($0.socket, .pollIn) }, timeout: slice)
             } catch {

@@ -16,14 +16,57 @@
 //   --size <bytes>      each message's data component (at least 8; default 1024)
 //   --limit-ms <ms>     RemotePort.exitFlushLimit
 // Each message's id is 1, its data the sequence number (0, 1, …) as a little-endian
-// UInt64 followed by zeros. Exit status 0, or 1 with the error on stderr.
+// UInt64 followed by zeros. RunLoopKit's log is printed on stderr as swift-log prints it by
+// default (`.info` and above), and on stdout from `.trace` (the exit flush's "exit flush
+// awaits the receivers' read"). Once every send returned and before it ends, it
+// prints `ending <schedule>`; once every flush is done (an exit handler registered before
+// RunLoopKit's, so run after it), `end <schedule>`, then `ended`. A schedule is the
+// monotonic clock, the machine's stolen time and each thread's CPU time and run-queue
+// wait (see `schedule()`). Exit status 0, or 1 with the error on stderr.
 import Glibc
+import Logging
 import RunLoopKit
 
 /// Writes `line` to standard error (or `descriptor`), unbuffered.
 func say(_ line: String, to descriptor: Int32 = 2) {
     var text = line + "\n"
     text.withUTF8 { _ = write(descriptor, $0.baseAddress, $0.count) }
+}
+
+/// The contents of the file at `path` (of /proc: read until its end), or "".
+func contents(of path: String) -> String {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return "" }
+    defer { close(descriptor) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count <= 0 { break }
+        bytes += buffer[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// `<monotonic ns> steal=<ticks> <tid>=<cpu ns>+<wait ns> …`: CLOCK_MONOTONIC now (read
+/// first), the machine's stolen time (/proc/stat, in clock ticks) and, for each thread of
+/// this process, its CPU time and run-queue wait so far (/proc/self/task/<tid>/schedstat).
+func schedule() -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    var line = "\(Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec))"
+    let cpu = contents(of: "/proc/stat").split(separator: "\n").first?.split(separator: " ") ?? []
+    line += " steal=\(cpu.count > 8 ? cpu[8] : "0")"
+    if let directory = opendir("/proc/self/task") {
+        while let entry = readdir(directory) {
+            let tid = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard Int32(tid) != nil else { continue }
+            let fields = contents(of: "/proc/self/task/\(tid)/schedstat").split(separator: " ")
+            if fields.count >= 2 { line += " \(tid)=\(fields[0])+\(fields[1])" }
+        }
+        closedir(directory)
+    }
+    return line
 }
 
 /// What the command line asked for.
@@ -76,22 +119,38 @@ struct Probe: Sendable {
     }
 }
 
+LoggingSystem.bootstrap { label in
+    var traced = StreamLogHandler.standardOutput(label: label)
+    traced.logLevel = .trace
+    return MultiplexLogHandler([StreamLogHandler.standardError(label: label), traced])
+}
+atexit {
+    say("end \(schedule())", to: 1)
+    say("ended", to: 1)
+}
+
 let probe = Probe.parse(Array(CommandLine.arguments.dropFirst()))
 switch probe.ending {
 case "exit":
     probe.sendAll()
+    say("ending \(schedule())", to: 1)
     exit(0)
 case "return":
     probe.sendAll()
+    say("ending \(schedule())", to: 1)
 case "signal":
     probe.sendAll()
     MainLoop.perform { say("running", to: 1) } // once the run watches the signals
     let signal = try MainLoop.run(stoppingOn: [.interrupt, .terminate])
     say("stopped by \(signal.map { "\($0)" } ?? "stop()")", to: 1)
+    say("ending \(schedule())", to: 1)
 case "thread-exit":
     let worker = try WorkerThread(name: "sender")
     try worker.performAndWait { probe.sendAll() }
+    say("ending \(schedule())", to: 1)
     worker.stop()
+    say("end \(schedule())", to: 1)
+    say("ended", to: 1)
     _exit(0)
 default:
     say("unknown ending \(probe.ending)")
