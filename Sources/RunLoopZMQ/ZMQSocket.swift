@@ -353,8 +353,12 @@ import CZeroMQ
     /// - Parameter timeout: how long to wait at most, rounded up to whole milliseconds;
     ///   `nil` waits forever, zero only looks.
     /// - Returns: the events that are ready; empty when the timeout passed.
+    ///
+    /// Allocates nothing: a send that waits for room (`RemotePort.send`) costs no allocation.
     package func poll(for events: ZMQEvents, timeout: Duration?) throws(SystemCallError) -> ZMQEvents {
-        try ZMQSocket.poll([(self, events)], timeout: timeout)[0]
+        var item = zmq_pollitem_t(socket: handle, fd: 0, events: Int16(truncatingIfNeeded: events.rawValue), revents: 0)
+        try ZMQSocket.poll(&item, count: 1, timeout: timeout)
+        return ZMQEvents(rawValue: Int32(item.revents))
     }
 
     /// Waits until any of `sockets` is ready for its events, via one `zmq_poll`.
@@ -365,18 +369,26 @@ import CZeroMQ
         var items = sockets.map {
             zmq_pollitem_t(socket: $0.socket.handle, fd: 0, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0)
         }
+        try items.withUnsafeMutableBufferPointer { (buffer) throws(SystemCallError) in
+            try poll(buffer.baseAddress!, count: buffer.count, timeout: timeout)
+        }
+        return items.map { ZMQEvents(rawValue: Int32($0.revents)) }
+    }
+
+    /// `zmq_poll` on `count` items at `items`, until one is ready or `timeout` passed.
+    private static func poll(_ items: UnsafeMutablePointer<zmq_pollitem_t>, count: Int,
+                             timeout: Duration?) throws(SystemCallError) {
         let deadline = timeout.map { Deadline.after($0) }
         while true {
             let ready = try zmqCall("zmq_poll") {
                 // Recomputed on each try, so a retry after EINTR does not restart the timeout.
                 let milliseconds = deadline.map { Int(($0 - .now()).zmqMilliseconds) } ?? -1
-                return zmq_poll(&items, Int32(items.count), milliseconds)
+                return zmq_poll(items, Int32(count), milliseconds)
             }
             // libzmq's millisecond clock can end a wait up to a millisecond early: wait on
             // until the deadline, so that a timeout is never shorter than asked.
             guard ready == 0, let deadline, Deadline.now() < deadline else { break }
         }
-        return items.map { ZMQEvents(rawValue: Int32($0.revents)) }
     }
 }
 
