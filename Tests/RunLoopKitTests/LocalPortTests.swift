@@ -308,4 +308,49 @@ final class LocalPortTests: XCTestCase {
         XCTAssertEqual(port.statistics.messagesReceived, 1)
         port.invalidate()
     }
+
+    /// `messagesReceived` counts what reached the handler: a reply or failure sent to a
+    /// port (replies come back on the requester's connection, never to a port) is dropped
+    /// as late and counted in `messagesDropped` only, by an owned and by a borrowing handler.
+    func testRepliesAndFailuresSentToAPortAreCountedAsDroppedNotAsReceived() throws {
+        for borrowing in [false, true] {
+            var delivered: [Int32] = []
+            let port = try LocalPort()
+            if borrowing {
+                port.borrowingHandler = { message in delivered.append(message.id); return nil }
+            } else {
+                port.handler = { message in delivered.append(message.id); return nil }
+            }
+            loop.add(port, to: .default)
+            let before = loop.counters.messagesDropped[.lateReply]!
+            let raw = try ZMQSocket(type: .dealer)
+            try raw.connect(port.inProcessAddress.rawValue)
+            for kind in [WireKind.reply, .failure] {
+                XCTAssertTrue(try raw.send(WireCodec.encode(LoopMessage(id: 7).wire(kind: kind, correlationID: 99)), dontWait: false))
+            }
+            XCTAssertTrue(try raw.send(WireCodec.encode(LoopMessage(id: 42).wire(kind: .message)), dontWait: false))
+            XCTAssertTrue(runCurrentLoop { delivered == [42] }, "borrowing: \(borrowing)")
+            XCTAssertEqual(port.statistics.messagesReceived, 1, "the message alone reached the handler (borrowing: \(borrowing))")
+            XCTAssertEqual(port.statistics.messagesDropped, 2, "borrowing: \(borrowing)")
+            XCTAssertEqual(loop.counters.messagesDropped[.lateReply]! - before, 2, "borrowing: \(borrowing)")
+            port.invalidate()
+        }
+    }
+
+    /// A port without a handler drops what it receives: nothing reached a handler.
+    func testAMessageToAPortWithoutAHandlerIsCountedAsDroppedNotAsReceived() throws {
+        let port = try LocalPort()
+        loop.add(port, to: .default)
+        let before = loop.counters.messagesDropped[.noHandler]!
+        try port.send(LoopMessage(id: 1))
+        // A drop is no handled source, so a run would not return for it: short slices.
+        let limit = Deadline.after(.seconds(20))
+        while loop.counters.messagesDropped[.noHandler]! == before && Deadline.now() < limit {
+            _ = loop.run(mode: .default, before: .after(.milliseconds(20)))
+        }
+        XCTAssertEqual(loop.counters.messagesDropped[.noHandler]! - before, 1)
+        XCTAssertEqual(port.statistics.messagesReceived, 0)
+        XCTAssertEqual(port.statistics.messagesDropped, 1)
+        port.invalidate()
+    }
 }

@@ -43,10 +43,10 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     package func detachedFromLoop() {}
 
     private func deliver(_ envelope: consuming PortEnvelope) {
-        statistics.countReceived()
         switch envelope.kind {
         case .message:
             guard let handler else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
+            statistics.countReceived()
             do {
                 if let answer = try handler(envelope.message) { LocalPort.ignore(answer) }
             } catch {
@@ -54,6 +54,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             }
         case .request:
             guard let handler else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
+            statistics.countReceived()
             // No `Result` in between: on the request path its generic copies cost more than the rest.
             let requestID = envelope.message.id
             do {

@@ -12,9 +12,11 @@ public final class PortStatistics: Sendable {
     // Written by whichever thread learns of the refusal: a read-modify-write.
     private let refusedClients = Atomic<Int>(0)
 
-    /// Messages delivered to the handler.
+    /// Messages and requests delivered to the handler (what is dropped is not counted here).
     public var messagesReceived: Int { received.load(ordering: .relaxed) }
-    /// Messages dropped because they were malformed (see the log for each reason).
+    /// Messages dropped: malformed, a reply or failure sent to the port (replies come back
+    /// on the requester's connection, never to a port), or come while the port had no
+    /// handler (see the log, at `.debug`, for each reason).
     public var messagesDropped: Int { dropped.load(ordering: .relaxed) }
     /// Replies that could not be sent back (the requester was gone, or did not read its replies).
     public var repliesFailed: Int { failedReplies.load(ordering: .relaxed) }
