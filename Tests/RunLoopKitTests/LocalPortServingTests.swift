@@ -125,8 +125,9 @@ final class LocalPortServingTests: XCTestCase {
                 served.withLock { $0.append(outcome) }
             }
         }
-        // 30 requests whose reply-port frame names an address nobody binds, and whose
-        // requesters hang up at once.
+        // 30 requests whose requesters hang up at once: their replies find no connection.
+        // (Their reply-port frame names an address nobody binds, but nothing dials it: a
+        // reply goes back on the request's own connection, never to a reply port.)
         let bogus = WireCodec.encode(WireMessage(kind: .request, messageID: 3, correlationID: 7,
                                                  replyAddress: "tcp://10.255.255.1:9",
                                                  components: [.data(Array("bogus".utf8))]))
