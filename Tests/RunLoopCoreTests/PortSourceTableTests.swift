@@ -42,9 +42,34 @@ final class PortSourceTableTests: XCTestCase {
         }
     }
 
-    private var table = PortSourceTable()
-    private var descriptors = DescriptorTable()
-    private let poller = Poller()
+    /// What a test works on, made for it and let go after it: XCTest keeps every test-case
+    /// object until the process exits, and LeakSanitizer reports what they still hold.
+    private final class Fixture {
+        var table = PortSourceTable()
+        var descriptors = DescriptorTable()
+        let poller = Poller()
+    }
+
+    private var fixture: Fixture?
+    private var table: PortSourceTable {
+        get { fixture!.table }
+        set { fixture!.table = newValue }
+    }
+    private var descriptors: DescriptorTable {
+        get { fixture!.descriptors }
+        set { fixture!.descriptors = newValue }
+    }
+    private var poller: Poller { fixture!.poller }
+
+    override func setUp() {
+        super.setUp()
+        fixture = Fixture()
+    }
+
+    override func tearDown() {
+        fixture = nil
+        super.tearDown()
+    }
 
     private func mode(_ name: String, holding ports: FakePort...) -> ModeItems {
         let items = ModeItems(mode: LoopMode(name))

@@ -55,58 +55,33 @@ final class PyZMQPeerTests: XCTestCase {
             unlink("\(directory)/\(workerName).sock") // if the peer could not remove it
         }
 
-        // The peer's exit wakes this loop, so that a failing peer fails the test at once.
-        var peerExited = false
-        let exitSource = InputSource { peerExited = true }
-        loop.add(exitSource, to: .default)
-        defer { exitSource.invalidate() }
-
-        let peer = Process()
-        peer.executableURL = URL(fileURLWithPath: Self.python)
-        peer.arguments = [Self.peerScript.path,
-                          "--runtime-dir", directory, "--main-name", mainName, "--worker-name", workerName]
-        let output = Pipe()
-        let errors = Pipe()
-        peer.standardOutput = output
-        peer.standardError = errors
-        let exited = DispatchSemaphore(value: 0)
-        peer.terminationHandler = { _ in
-            exitSource.signalAndWake()
-            exited.signal()
-        }
-        try peer.run()
-        defer {
-            if peer.isRunning {
-                peer.terminate()
-                peer.waitUntilExit()
-            }
-        }
+        // The peer's end wakes this loop (its source reaps it), so that a failing peer fails
+        // the test at once.
+        let peer = try SpawnedProcess([Self.python, Self.peerScript.path, "--runtime-dir", directory,
+                                       "--main-name", mainName, "--worker-name", workerName], reapedByCaller: true)
+        var peerEnd: ChildExit?
+        loop.add(try ChildProcessSource(pid: peer.pid) { peerEnd = $0 }, to: .default)
+        defer { Self.end(peer, ended: { peerEnd != nil }) }
         /// How the peer ended and what it said; ends it first if it is still running.
         func peerReport() -> String {
-            if peer.isRunning {
-                peer.terminate()
-                peer.waitUntilExit()
-            }
-            let said = [output, errors].map {
-                String(decoding: $0.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            }
-            return "peer exit status \(peer.terminationStatus); stdout: \(said[0]); stderr: \(said[1])"
+            Self.end(peer, ended: { peerEnd != nil })
+            return "peer \(peerEnd.map { "\($0)" } ?? "not reaped"); stdout: \(peer.stdout); stderr: \(peer.stderr)"
         }
 
         // (a) The check-in: the peer's port arrives as a port component.
-        guard runCurrentLoop(safetyNet: .seconds(30), until: { checkIn != nil || peerExited }), let worker = checkIn?.ports.first else {
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { checkIn != nil || peerEnd != nil }), let worker = checkIn?.ports.first else {
             return XCTFail("no check-in with a port from the peer; \(peerReport())")
         }
         try worker.send(LoopMessage(id: 1, text: "job-42"))
 
         // The answer (2), the peer's requests (7, answered by the handler; 9, whose handler
         // throws), then "done" (3).
-        guard runCurrentLoop(safetyNet: .seconds(30), until: { done || (peerExited && peer.terminationStatus != 0) }), done else {
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { done || (peerEnd != nil && peerEnd != .exited(0)) }), done else {
             return XCTFail("the peer did not finish; \(peerReport())")
         }
-        waitOrFail(exited, seconds: 30, "the peer to exit")
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30)) { peerEnd != nil }, "the peer exits")
         let report = peerReport()
-        XCTAssertEqual(peer.terminationStatus, 0, report)
+        XCTAssertEqual(peerEnd, .exited(0), report)
         XCTAssertTrue(report.contains("pyzmq peer ok"), report)
 
         XCTAssertEqual(worker.address.rawValue, workerAddress)
@@ -172,40 +147,26 @@ final class PyZMQPeerTests: XCTestCase {
         try script.write(to: scriptFile, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: scriptFile) }
 
-        var listingExited = false
-        let exitSource = InputSource { listingExited = true }
-        loop.add(exitSource, to: .default)
-        defer { exitSource.invalidate() }
-        let listing = Process()
-        listing.executableURL = URL(fileURLWithPath: Self.python)
-        listing.arguments = [scriptFile.path]
-        let output = Pipe()
-        listing.standardOutput = output
-        listing.standardError = output
-        listing.terminationHandler = { _ in exitSource.signalAndWake() }
-        try listing.run()
+        let listing = try SpawnedProcess([Self.python, scriptFile.path], reapedByCaller: true)
+        var listingEnd: ChildExit?
+        loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
+        defer { Self.end(listing, ended: { listingEnd != nil }) }
         func report() -> String {
-            if listing.isRunning {
-                listing.terminate()
-                listing.waitUntilExit()
-            }
-            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            return "listing exit status \(listing.terminationStatus); output: \(said)"
+            Self.end(listing, ended: { listingEnd != nil })
+            return "listing \(listingEnd.map { "\($0)" } ?? "not reaped"); stdout: \(listing.stdout); stderr: \(listing.stderr)"
         }
-        defer { if listing.isRunning { listing.terminate() } }
 
-        guard runCurrentLoop(safetyNet: .seconds(30), until: { checkIn != nil || listingExited }),
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { checkIn != nil || listingEnd != nil }),
               let worker = checkIn?.ports.first else {
             return XCTFail("no check-in with a port from the listing; \(report())")
         }
         let results = (0..<70_000).map { UInt8(truncatingIfNeeded: $0) } // travels alone
         try worker.send(LoopMessage(id: 1, components: [.data(Array("job-42".utf8)), .data(results)]))
-        guard runCurrentLoop(safetyNet: .seconds(30), until: { listingExited }) else {
+        guard runCurrentLoop(safetyNet: .seconds(30), until: { listingEnd != nil }) else {
             return XCTFail("the listing did not finish; \(report())")
         }
-        listing.waitUntilExit()
         let said = report()
-        XCTAssertEqual(listing.terminationStatus, 0, said)
+        XCTAssertEqual(listingEnd, .exited(0), said)
 
         XCTAssertEqual(checkIn?.components.count, 1)
         XCTAssertTrue(worker.address.rawValue.hasPrefix("tcp://127.0.0.1:"), worker.address.rawValue)
@@ -225,13 +186,19 @@ final class PyZMQPeerTests: XCTestCase {
 
     /// Whether Debian's Python is there and has pyzmq.
     private func pythonCanImportZMQ() -> Bool {
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: Self.python)
-        check.arguments = ["-c", "import zmq"]
-        check.standardOutput = FileHandle.nullDevice
-        check.standardError = FileHandle.nullDevice
-        do { try check.run() } catch { return false }
-        check.waitUntilExit()
-        return check.terminationStatus == 0
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else { return false }
+        return (try? runCapturing([Self.python, "-c", "import zmq"]))?.exitStatus == 0
+    }
+
+    /// Ends `process` (SIGTERM, then SIGKILL after 10 s) unless `ended`, and runs this
+    /// thread's loop until its `ChildProcessSource` reaped it, then waits for the end of its
+    /// output.
+    private static func end(_ process: SpawnedProcess, ended: () -> Bool) {
+        if !ended() {
+            kill(process.pid, SIGTERM)
+            if !runCurrentLoop(safetyNet: .seconds(10), until: ended) { kill(process.pid, SIGKILL) }
+            guard runCurrentLoop(safetyNet: .seconds(30), until: ended) else { return XCTFail("\(process.pid) was not reaped") }
+        }
+        process.waitForOutput()
     }
 }
