@@ -124,7 +124,10 @@ final class ExitFlushTests: XCTestCase {
     private func assertEverythingArrives(ending: String, over transport: Transport, signal: Int32? = nil,
                                          file: StaticString = #filePath, line: UInt = #line) throws {
         let receiver = try Receiver(over: transport, expected: Self.count)
-        let child = try startExitFlushProbe([receiver.target, "\(Self.count)", ending])
+        // A limit past the test's own 60 s to read: however slowly the test reads (one
+        // message a run, under a sanitizer, on a busy machine), only a flush that does not
+        // wait for it loses messages.
+        let child = try startExitFlushProbe([receiver.target, "\(Self.count)", ending, "--limit-ms", "120000"])
         receiver.whenAllArrived = { ProcessSchedule(ofProcess: child.pid) }
         XCTAssertTrue(child.waitForLine("sent \(Self.count)"), "the child sent everything; stderr: \(child.stderr)",
                       file: file, line: line)
