@@ -1,31 +1,49 @@
 #include "signal_relay.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 // Each slot holds a descriptor plus one, so that zero (the initial state) means empty.
 static _Atomic int relay_slots[NSIG][RLK_SIGNAL_RELAY_SLOTS];
-// Handlers running now, in any thread; `remove` waits for it to reach zero.
+// Handlers running now, in any thread; `remove` waits (a futex) for it to reach zero.
 static _Atomic int relay_active;
+// Callers of `remove` waiting for `relay_active` to reach zero: a handler that brings it
+// there wakes them.
+static _Atomic int relay_waiters;
+// The process that installed the relay for each signal, and the action it replaced. A
+// child forked since inherits the handler and the watchers' eventfds, which it shares
+// with its parent: it must not write to them (its parent would see a signal it never
+// got), so it restores the action the relay replaced and raises the signal again.
+static _Atomic pid_t relay_pid[NSIG];
+static struct sigaction relay_previous[NSIG];
 
 static void relay_handler(int signo) {
     int saved_errno = errno;
+    if (signo <= 0 || signo >= NSIG) return;
+    if (atomic_load(&relay_pid[signo]) != getpid()) { // a forked child: async-signal-safe calls only
+        sigaction(signo, &relay_previous[signo], NULL);
+        raise(signo); // blocked until this handler returns, then handled as it would have been
+        errno = saved_errno;
+        return;
+    }
     atomic_fetch_add(&relay_active, 1);
-    if (signo > 0 && signo < NSIG) {
-        for (int slot = 0; slot < RLK_SIGNAL_RELAY_SLOTS; slot++) {
-            int fd = atomic_load(&relay_slots[signo][slot]) - 1;
-            if (fd >= 0) {
-                uint64_t one = 1;
-                ssize_t written = write(fd, &one, sizeof one); // async-signal-safe
-                (void)written; // EAGAIN only when the counter is near 2^64: nothing to do
-            }
+    for (int slot = 0; slot < RLK_SIGNAL_RELAY_SLOTS; slot++) {
+        int fd = atomic_load(&relay_slots[signo][slot]) - 1;
+        if (fd >= 0) {
+            uint64_t one = 1;
+            ssize_t written = write(fd, &one, sizeof one); // async-signal-safe
+            (void)written; // EAGAIN only when the counter is near 2^64: nothing to do
         }
     }
-    atomic_fetch_sub(&relay_active, 1);
+    if (atomic_fetch_sub(&relay_active, 1) == 1 && atomic_load(&relay_waiters) != 0) {
+        syscall(SYS_futex, &relay_active, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    }
     errno = saved_errno;
 }
 
@@ -43,18 +61,27 @@ void rlk_signal_relay_remove(int signo, int slot) {
     atomic_store(&relay_slots[signo][slot], 0);
     // A handler that loaded the descriptor before the store may still write to it: wait
     // for handlers in flight (they run a few writes, never block) before it may be closed.
-    while (atomic_load(&relay_active) != 0) {
-        sched_yield();
+    // FUTEX_WAIT sleeps only while the count is still `active`: a handler that ended
+    // between the load and the wait makes it return at once, so no wake-up is lost.
+    atomic_fetch_add(&relay_waiters, 1);
+    int active;
+    while ((active = atomic_load(&relay_active)) != 0) {
+        syscall(SYS_futex, &relay_active, FUTEX_WAIT_PRIVATE, active, NULL, NULL, 0);
     }
+    atomic_fetch_sub(&relay_waiters, 1);
 }
 
 int rlk_signal_relay_install(int signo, struct sigaction *previous) {
+    if (signo <= 0 || signo >= NSIG) { errno = EINVAL; return -1; }
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = relay_handler;
     action.sa_flags = SA_RESTART;
     sigemptyset(&action.sa_mask);
-    return sigaction(signo, &action, previous);
+    atomic_store(&relay_pid[signo], getpid()); // before the handler can run
+    int result = sigaction(signo, &action, previous);
+    if (result == 0) relay_previous[signo] = *previous;
+    return result;
 }
 
 int rlk_signal_relay_restore(int signo, const struct sigaction *previous) {

@@ -69,6 +69,10 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
         /// RunLoopKit's own code: a received message had more frames than the receiver
         /// accepts. The whole message was drained and discarded; the socket is usable.
         public static let tooManyFrames = Code(rawValue: -1)
+        /// RunLoopKit's own code: a ZeroMQ context made by another process was used, in a
+        /// child that process forked. libzmq's state does not survive a fork (it answers
+        /// every call that needs its threads with `EINTR`), so the call fails at once.
+        public static let forkedChild = Code(rawValue: -2)
 
         /// `ZMQ_HAUSNUMERO`, where libzmq's own codes start (`zmq.h`).
         private static let hausnumero: Int32 = 156_384_712
@@ -76,6 +80,7 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
         public var description: String {
             switch self {
             case .tooManyFrames: "message has too many frames"
+            case .forkedChild: "a ZeroMQ context used in a forked child (its parent made it)"
             case .wrongState: "Operation cannot be accomplished in current state"
             case .incompatibleProtocol: "The protocol is not compatible with the socket type"
             case .terminated: "Context was terminated"

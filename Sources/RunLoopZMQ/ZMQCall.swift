@@ -1,12 +1,17 @@
 import RunLoopSystem
 import CZeroMQ
 import Glibc
+import Synchronization
 
 /// Runs a ZeroMQ call that returns -1 and sets `zmq_errno()` on failure, retrying on `EINTR`.
 ///
 /// Every ZeroMQ call RunLoopKit makes goes through this layer, so that the error is read
 /// at the failure point (before any other call can overwrite it) and a call interrupted
 /// by a signal is never mistaken for a failure. `body` must be safe to call again.
+///
+/// In a child forked from the process that made a context, libzmq answers every call that
+/// needs its threads with `EINTR`, for ever: there, `EINTR` throws `forkedChild` instead
+/// of being retried (`zmqInterrupted`). Only that path asks for the pid.
 @inline(__always)
 @discardableResult
 @inlinable
@@ -15,7 +20,7 @@ package func zmqCall(_ name: String, _ body: () -> Int32) throws(SystemCallError
         let result = body()
         if result != -1 { return result }
         let code = zmq_errno()
-        if code == EINTR { continue }
+        if code == EINTR { try zmqInterrupted(name); continue }
         throw SystemCallError(code: SystemCallError.Code(rawValue: code), call: name)
     }
 }
@@ -30,7 +35,7 @@ package func zmqNonBlockingCall(_ name: String, _ body: () -> Int32) throws(Syst
         let result = body()
         if result != -1 { return result }
         let code = zmq_errno()
-        if code == EINTR { continue }
+        if code == EINTR { try zmqInterrupted(name); continue }
         if code == EAGAIN { return nil }
         throw SystemCallError(code: SystemCallError.Code(rawValue: code), call: name)
     }
@@ -45,4 +50,17 @@ package func zmqCall(_ name: String, _ body: () -> UnsafeMutableRawPointer?) thr
         throw SystemCallError(code: SystemCallError.Code(rawValue: zmq_errno()), call: name)
     }
     return pointer
+}
+
+/// The pid of the process that made this process image's first ZeroMQ context (0 before
+/// any): in a child it forked, the contexts it inherited are its parent's.
+@usableFromInline package let zmqContextProcess = Atomic<Int32>(0)
+
+/// A ZeroMQ call failed with `EINTR`: returns to retry it, or throws `forkedChild` if this
+/// process is a child forked after a context was made (libzmq would answer `EINTR` for
+/// ever). Out of line: the calls' fast path never asks for the pid.
+@usableFromInline @inline(never)
+package func zmqInterrupted(_ name: String) throws(SystemCallError) {
+    let maker = zmqContextProcess.load(ordering: .relaxed)
+    if maker != 0 && maker != getpid() { throw SystemCallError(code: .forkedChild, call: name) }
 }

@@ -1,6 +1,7 @@
 import RunLoopSystem
 import CAcceptGuard
 import CZeroMQ
+import Glibc
 
 /// A ZeroMQ context: the I/O thread and the socket table behind a set of sockets,
 /// wrapping `zmq_ctx_new`, `zmq_ctx_set`, `zmq_ctx_shutdown` and `zmq_ctx_term`.
@@ -34,6 +35,10 @@ package final class ZMQContext: @unchecked Sendable {
     /// The `void *` context handle. Valid until `deinit`.
     package let handle: UnsafeMutableRawPointer
 
+    /// The process that made it: in any other (a child it forked), making a socket of it
+    /// throws `forkedChild`, and so does a call libzmq answers with `EINTR` (`zmqCall`).
+    package let processID: pid_t
+
     /// The linger, in milliseconds, set with `ZMQ_LINGER` on every socket at creation:
     /// how long closing the context waits for a socket's unsent messages.
     package let socketLinger: Int32
@@ -55,6 +60,8 @@ package final class ZMQContext: @unchecked Sendable {
     ) throws(SystemCallError) {
         try ZMQContext.checkDescriptorsForStart(ioThreads: ioThreads)
         try ZMQContext.prepareAcceptGuard()
+        processID = getpid()
+        _ = zmqContextProcess.compareExchange(expected: 0, desired: processID, ordering: .relaxed)
         handle = try zmqCall("zmq_ctx_new") { zmq_ctx_new() }
         self.socketLinger = Int32(clamping: socketLinger.zmqMilliseconds)
         do {
@@ -104,6 +111,8 @@ package final class ZMQContext: @unchecked Sendable {
     }
 
     deinit {
+        // A forked child's copy is its parent's: libzmq's threads are not there to end.
+        guard processID == getpid() else { return }
         // Cannot block for long: all sockets are closed (each holds its context) and
         // each had a bounded linger. EINTR is retried; nothing else can be done on error.
         _ = try? zmqCall("zmq_ctx_term") { zmq_ctx_term(handle) }

@@ -1,6 +1,7 @@
 import RunLoopSystem
 import CFramePool
 import CZeroMQ
+import Glibc
 
 /// A ZeroMQ socket, wrapping `zmq_socket` and `zmq_close`, with endpoints, multipart
 /// send and receive, and polling. Options are in `ZMQSocket+Options.swift`.
@@ -55,6 +56,8 @@ import CZeroMQ
     /// `context` nil: the process-wide `ZMQContext.shared`.
     package init(context: ZMQContext? = nil, type: ZMQSocketType) throws(SystemCallError) {
         let context = if let context { context } else { try ZMQContext.shared }
+        // A socket made in a forked child would wait for I/O threads that are not there.
+        guard context.processID == getpid() else { throw SystemCallError(code: .forkedChild, call: "zmq_socket") }
         let handle = try zmqCall("zmq_socket") { zmq_socket(context.handle, type.rawValue) }
         var linger = context.socketLinger
         do {

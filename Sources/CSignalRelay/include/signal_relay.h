@@ -5,6 +5,11 @@
 // do async-signal-safe work: for each descriptor registered for the signal it writes 1 to
 // it (an eventfd, whose counter then holds the number of deliveries since it was read),
 // and nothing else. Registration and removal are done by Swift under its own lock.
+//
+// In a child forked after the relay was installed for a signal, the handler writes to
+// none of the eventfds (they are its parent's too): it restores the action the relay
+// replaced and raises the signal again, so the child handles it as it would have
+// without RunLoopKit (`SIGTERM` ends it, unless the program had set otherwise).
 
 #include <signal.h>
 
@@ -16,6 +21,7 @@ int rlk_signal_relay_add(int signo, int eventfd);
 
 /// Unregisters a slot, then waits until no handler is still writing to the descriptor it
 /// held, so that the caller may close it (and the number cannot be reused under a handler).
+/// The wait sleeps on a futex the last handler in flight wakes: it never spins.
 void rlk_signal_relay_remove(int signo, int slot);
 
 /// Installs the relay as `signo`'s handler (SA_RESTART, other signals not masked), saving

@@ -25,7 +25,8 @@ import Synchronization
 /// (`exit`, a return from `main`), through an `atexit` handler registered when a thread
 /// first connects to another process. The handler flushes the exiting thread's own
 /// connections: those of threads still running at exit belong to them (a ZeroMQ socket
-/// never moves between threads) and are not waited for.
+/// never moves between threads) and are not waited for. A child the process forked
+/// flushes nothing, at its `exit` or a thread's: what it inherited is its parent's.
 enum ExitFlush {
     /// `RemotePort.exitFlushLimit`, in nanoseconds.
     static let limitNanoseconds = Atomic<Int64>(5_000_000_000)
@@ -42,16 +43,21 @@ enum ExitFlush {
     /// Registers the process's exit handler, once: called when a thread connects to
     /// another process.
     static func registerExitHandler() {
-        _ = exitHandler
+        _ = exitHandlerProcess
     }
 
-    private static let exitHandler: Void = {
+    /// The process that registered the exit handler: a child it forks inherits the handler
+    /// with its parent's connections, whose libzmq state did not survive the fork.
+    private static let exitHandlerProcess: pid_t = {
         atexit { ExitFlush.processIsExiting() }
+        return getpid()
     }()
 
     /// The exit handler, on the thread that called `exit` (the main thread, for a return
-    /// from `main`): flushes that thread's connections, if it has any (none are made).
+    /// from `main`): flushes that thread's connections, if it has any (none are made). In
+    /// a forked child it does nothing: the connections are its parent's.
     private static func processIsExiting() {
+        guard getpid() == exitHandlerProcess else { return }
         ThreadPortState.existing?.closeAllFlushing(at: .processExit)
     }
 

@@ -8,14 +8,23 @@ import Glibc
 /// The kernel drops the lock when the owner dies, so a dead owner's name can be taken
 /// again, and a live owner's never. After locking, the holder checks that the path still
 /// names the file it locked: if a departing owner unlinked it meanwhile, it tries again.
+///
+/// A child forked while the lock is held shares its open file description: closing the
+/// child's copy of the descriptor (at its exit, `exec` or `release`) leaves the parent's
+/// lock in place, since the kernel drops an OFD lock only with the description's last
+/// descriptor. But a child that outlives its parent without `exec` keeps the name held.
 final class NameLock {
     let path: String
     private let fd: Int32
+    /// The process that took the lock: in another (a child it forked), `release` only
+    /// closes that process's copy of the descriptor.
+    private let processID: pid_t
 
     /// Takes the lock for `name`, writing our pid into it; `nameInUse` if a live process holds it.
     init(name: String, directory: String) throws(PortError) {
         let path = "\(directory)/\(name).lock"
         self.path = path
+        processID = getpid()
         var attempts = 0
         while true {
             attempts += 1
@@ -43,12 +52,18 @@ final class NameLock {
         }
         // The pid is for `nameInUse(holder:)` and the tool's listing only: a lock file
         // without it still holds the name.
-        _ = try? Kernel.overwrite(fd, with: Array("\(getpid())\n".utf8))
+        _ = try? Kernel.overwrite(fd, with: Array("\(processID)\n".utf8))
     }
 
-    /// Unlinks the lock file, then releases the lock.
+    /// Whether the calling process took the lock (it is not a child forked since).
+    var tookItInThisProcess: Bool { processID == getpid() }
+
+    /// Unlinks the lock file, then releases the lock. In a forked child, only closes the
+    /// child's copy of the descriptor: the parent's lock and file stay.
     func release() {
-        _ = try? Kernel.unlink(path) // already gone: nothing to give back
+        if tookItInThisProcess {
+            _ = try? Kernel.unlink(path) // already gone: nothing to give back
+        }
         Kernel.close(fd)
     }
 

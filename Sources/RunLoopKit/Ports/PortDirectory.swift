@@ -2,6 +2,7 @@ import RunLoopCore
 import RunLoopSystem
 import RunLoopZMQ
 import Glibc
+import Synchronization
 
 /// The name server (`NSMessagePortNameServer`): names of this process's ports, and the
 /// runtime directory shared with other processes of the same user.
@@ -20,8 +21,9 @@ final class PortDirectory: @unchecked Sendable {
     /// The files of the names this process holds, removed at a normal exit (see
     /// `removeNamesAtExit`); protected by lock.
     private var heldFiles: [String: (socket: String, lock: String)] = [:]
-    /// Whether the exit handler is installed; protected by lock.
-    private var exitHandlerInstalled = false
+    /// The process that installed the exit handler (0 before it is; set under lock). A
+    /// child it forks inherits the handler, and must not remove its parent's names.
+    private let exitHandlerProcess = Atomic<Int32>(0)
 
     /// A name held by one of this process's ports.
     struct Registration {
@@ -55,8 +57,8 @@ final class PortDirectory: @unchecked Sendable {
             names[registration.name] = inProcess
             aliases[registration.ipcAddress] = inProcess
             heldFiles[registration.name] = (registration.socketPath, registration.nameLock.path)
-            if !exitHandlerInstalled {
-                exitHandlerInstalled = true
+            if exitHandlerProcess.load(ordering: .relaxed) == 0 {
+                exitHandlerProcess.store(getpid(), ordering: .relaxed)
                 atexit { PortDirectory.shared.removeNamesAtExit() }
             }
         }
@@ -65,8 +67,11 @@ final class PortDirectory: @unchecked Sendable {
     /// At a normal exit (`exit`, or returning from `main`): removes the socket and lock
     /// files of the names still held, since ports whose threads never tore them down (the
     /// main thread's, whose thread-exit destructors never run) would otherwise leave them.
-    /// A killed process leaves its names, which the next registration reclaims.
+    /// A killed process leaves its names, which the next registration reclaims. A forked
+    /// child's exit removes nothing: the names are its parent's, which still serves them.
     private func removeNamesAtExit() {
+        // Read before the lock, which a thread that is not in a forked child may hold.
+        guard exitHandlerProcess.load(ordering: .relaxed) == getpid() else { return }
         for (socketPath, lockPath) in lock.withLock({ heldFiles.values }) {
             _ = try? Kernel.unlink(socketPath) // already gone: nothing to remove
             _ = try? Kernel.unlink(lockPath)
@@ -74,13 +79,17 @@ final class PortDirectory: @unchecked Sendable {
     }
 
     /// Gives a name back: unpublishes it, removes its socket file and releases its lock.
+    /// In a child forked after the name was taken, only the child's copy of the lock's
+    /// descriptor is closed: the files and the lock are the parent's (`NameLock.release`).
     func withdraw(_ registration: Registration) {
         lock.withLock {
             names[registration.name] = nil
             aliases[registration.ipcAddress] = nil
             heldFiles[registration.name] = nil
         }
-        _ = try? Kernel.unlink(registration.socketPath) // already gone: nothing to remove
+        if registration.nameLock.tookItInThisProcess {
+            _ = try? Kernel.unlink(registration.socketPath) // already gone: nothing to remove
+        }
         registration.nameLock.release()
     }
 

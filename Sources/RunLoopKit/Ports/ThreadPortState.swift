@@ -31,6 +31,10 @@ final class ThreadPortState {
     /// the thread serves requests of its own kind (`AsyncRequester`).
     @exclusivity(unchecked) var replyReceiver: any ReplyReceiver = PendingReplies()
 
+    /// The process the state was made in: in a child it forked, its connections are the
+    /// parent's, whose libzmq state did not survive the fork.
+    private let processID = getpid()
+
     /// The most connections a thread keeps open.
     var maxConnections = 64
     /// How long an unused connection stays open.
@@ -224,7 +228,15 @@ final class ThreadPortState {
     /// Closes every connection, at the thread's exit or the process's: those to other
     /// processes once what they queued is written out, waiting at most
     /// `RemotePort.exitFlushLimit` for all of them (`ExitFlush`).
+    /// In a forked child it only lets go of them, touching none: their sockets are never
+    /// closed (libzmq's threads are not there to close them), and the child sends nothing.
     func closeAllFlushing(at occasion: ExitFlush.Occasion) {
+        guard processID == getpid() else {
+            for connection in connections.values { _ = Unmanaged.passRetained(connection) }
+            last = nil
+            connections.removeAll()
+            return
+        }
         last = nil
         let all = Array(connections.values)
         for connection in all { connection.leaveLoop() }
