@@ -54,7 +54,7 @@ package func zmqCall(_ name: String, _ body: () -> UnsafeMutableRawPointer?) thr
 
 /// The pid of the process that made this process image's first ZeroMQ context (0 before
 /// any): in a child it forked, the contexts it inherited are its parent's.
-@usableFromInline package let zmqContextProcess = Atomic<Int32>(0)
+package let zmqContextProcess = Atomic<Int32>(0)
 
 /// A ZeroMQ call failed with `EINTR`: returns to retry it, or throws `forkedChild` if this
 /// process is a child forked after a context was made (libzmq would answer `EINTR` for

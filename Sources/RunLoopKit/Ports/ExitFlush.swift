@@ -115,9 +115,10 @@ extension RemotePort {
     /// as the receivers take to read what was queued; what is not written by then is lost,
     /// and a warning says how many connections it concerns. Zero flushes nothing.
     ///
-    /// A process killed by a signal it does not handle (`SIGKILL`, or `SIGTERM` without
-    /// `MainLoop.run(stoppingOn:)`) ends without this: it loses what libzmq still held,
-    /// up to the high-water marks. A process's exit waits only for the exiting thread's
+    /// These endings run no flush and lose what libzmq still held, up to the high-water
+    /// marks: `_exit`, `exec`, a crash or a trap, a signal the process does not handle
+    /// (`SIGKILL`, or `SIGTERM` without `MainLoop.run(stoppingOn:)`), and any end of a
+    /// forked child (its connections are its parent's). A process's exit waits only for the exiting thread's
     /// sends: stop other senders first (`WorkerThread.stop()`, whose thread's exit waits
     /// for its own). At most 24.8 days (libzmq's linger is `Int32` milliseconds). Any thread.
     public static var exitFlushLimit: Duration {
