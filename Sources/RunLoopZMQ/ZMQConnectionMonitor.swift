@@ -26,7 +26,8 @@ import Synchronization
 /// the kernel yet (`stream_engine_base_t::in_event_internal` takes the hang-up as an I/O
 /// error while its input is stopped). So `closeWatched` holds a duplicate of the
 /// connection's descriptor, which keeps the socket open after libzmq's close, until
-/// `SIOCOUTQ` says the peer has read everything.
+/// `SIOCOUTQ` says the peer has read everything (asked again after each of the peer's
+/// reads, which a `PeerReadWatch` tells).
 ///
 /// Thread safety: none; it belongs to the watched socket's thread, like the socket.
 package final class ZMQConnectionMonitor {
@@ -157,10 +158,10 @@ package final class ZMQConnectionMonitor {
         return true
     }
 
-    /// After `closeCompleted()` returned false: whether libzmq is done and only the ipc
-    /// peer's reading is awaited. No event tells when it has read everything, so the
-    /// caller asks `closeCompleted()` again after a short while.
-    package var isAwaitingThePeersRead: Bool { stopped && held != nil }
+    /// After `closeCompleted()` returned false: the ipc connection whose peer's reading is
+    /// all that is awaited (libzmq is done), or nil. Its peer's reads wake a `PeerReadWatch`
+    /// of it; the caller then asks `closeCompleted()` again.
+    package var peerAwaited: Int32? { stopped ? held : nil }
 }
 
 /// Why a security handshake failed, as libzmq's socket monitor reports it.

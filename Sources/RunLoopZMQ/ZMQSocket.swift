@@ -364,18 +364,21 @@ import Glibc
         return ZMQEvents(rawValue: Int32(item.revents))
     }
 
-    /// Waits until any of `sockets` is ready for its events, via one `zmq_poll`.
+    /// Waits until any of `sockets` is ready for its events, or `descriptor` (a plain one,
+    /// if given) is readable, via one `zmq_poll`.
     ///
     /// - Parameter timeout: as in `poll(for:timeout:)`.
     /// - Returns: the events ready on each socket, in order; all empty when the timeout passed.
-    package static func poll(_ sockets: [(socket: ZMQSocket, events: ZMQEvents)], timeout: Duration?) throws(SystemCallError) -> [ZMQEvents] {
+    package static func poll(_ sockets: [(socket: ZMQSocket, events: ZMQEvents)], orReadable descriptor: Int32? = nil,
+                             timeout: Duration?) throws(SystemCallError) -> [ZMQEvents] {
         var items = sockets.map {
             zmq_pollitem_t(socket: $0.socket.handle, fd: 0, events: Int16(truncatingIfNeeded: $0.events.rawValue), revents: 0)
         }
+        if let descriptor { items.append(zmq_pollitem_t(socket: nil, fd: descriptor, events: Int16(ZMQ_POLLIN), revents: 0)) }
         try items.withUnsafeMutableBufferPointer { (buffer) throws(SystemCallError) in
             try poll(buffer.baseAddress!, count: buffer.count, timeout: timeout)
         }
-        return items.map { ZMQEvents(rawValue: Int32($0.revents)) }
+        return items.prefix(sockets.count).map { ZMQEvents(rawValue: Int32($0.revents)) }
     }
 
     /// `zmq_poll` on `count` items at `items`, until one is ready or `timeout` passed.

@@ -104,6 +104,32 @@ final class ExitFlushTests: XCTestCase {
         XCTAssertTrue(child.stderr.contains("connections=1"), child.stderr)
     }
 
+    /// Once libzmq wrote everything out to the kernel, an exit waits for an ipc receiver to
+    /// read it sleeping: each of the receiver's reads wakes it (`PeerReadWatch`), no timer.
+    /// 150 messages: 100 fill the receiving port's queue, the rest wait in the kernel.
+    func testAnExitWaitingForAnIPCReceiverToReadSleepsUntilTheReceiverReads() throws {
+        let count = 150
+        let receiver = try Receiver(over: .ipc, expected: count)
+        let child = try startExitFlushProbe([receiver.target, "\(count)", "exit"])
+        XCTAssertTrue(child.waitForLine("sent \(count)"), "the child sent everything; stderr: \(child.stderr)")
+        // The child's main thread is in its exit flush: count its wake-ups over half a second
+        // (a window to measure in, not a synchronization), while nothing is read.
+        let before = try XCTUnwrap(Self.voluntarySwitches(of: child.pid))
+        _ = poll(nil, 0, 500)
+        let after = try XCTUnwrap(Self.voluntarySwitches(of: child.pid))
+        XCTAssertLessThan(after - before, 20, "the exit slept until the receiver read (a 2 ms poll wakes about 250 times)")
+        receiver.receive(until: { child.hasExited })
+        XCTAssertEqual(child.waitForExit(), .exited(0), child.stderr)
+        XCTAssertEqual(receiver.tally.received, count, "everything arrived")
+    }
+
+    /// The voluntary context switches of `pid`'s main thread so far (each sleep it woke from).
+    private static func voluntarySwitches(of pid: pid_t) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/status", encoding: .utf8) else { return nil }
+        let line = status.split(separator: "\n").first { $0.hasPrefix("voluntary_ctxt_switches:") }
+        return line.flatMap { Int($0.split(separator: "\t").last.map(String.init) ?? "") }
+    }
+
     func testTheExitFlushLimitIsASettingThatKeepsItsValueWithinLibzmqsRange() {
         let saved = RemotePort.exitFlushLimit
         defer { RemotePort.exitFlushLimit = saved }

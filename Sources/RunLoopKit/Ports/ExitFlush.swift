@@ -14,7 +14,8 @@ import Synchronization
 /// another process is closed with a linger of the limit (libzmq goes on writing its queue
 /// out for at most that long) and the ending thread waits on the connections' monitors
 /// until libzmq is done with every closed socket (`ZMQConnectionMonitor.closeCompleted()`;
-/// over ipc, until the receiver has also read it from the kernel), or the limit passed:
+/// over ipc, until the receiver has also read it from the kernel, each of its reads
+/// waking the wait through a `PeerReadWatch`), or the limit passed:
 /// all of a thread's connections at once, so the whole wait is at most the limit.
 /// A wait for ipc receivers' read is logged once, at `.trace` ("exit flush awaits the
 /// receivers' read"). Connections not done by then are logged as a warning with their
@@ -75,26 +76,38 @@ enum ExitFlush {
         var pending = connections.compactMap { $0.closeFlushing(linger: limit) }
         var failed = 0
         var toldOfTheReadAwaited = false
+        // Over ipc, once libzmq is done, each read by the receiver wakes the wait.
+        var reads: PeerReadWatch?
         while true {
             pending.removeAll { monitor in
                 do { return try monitor.closeCompleted() } catch { failed += 1; return true }
             }
             let now = Deadline.now()
             guard !pending.isEmpty, now < deadline else { break }
-            let awaitingTheirRead = pending.count { $0.isAwaitingThePeersRead }
-            if awaitingTheirRead > 0, !toldOfTheReadAwaited {
+            let awaited = pending.compactMap(\.peerAwaited)
+            if !awaited.isEmpty, !toldOfTheReadAwaited {
                 toldOfTheReadAwaited = true
                 RunLoopKitLog.port.trace("exit flush awaits the receivers' read", metadata: [
-                    "occasion": "\(occasion.rawValue)", "connections": "\(awaitingTheirRead)",
+                    "occasion": "\(occasion.rawValue)", "connections": "\(awaited.count)",
                 ])
             }
-            // Over ipc, the peer's reading is looked at every 2 ms (no event tells of it).
-            let slice = awaitingTheirRead > 0 ? min(deadline - now, .milliseconds(2)) : deadline - now
+            // Watched after the check: a read since then makes the watch ready at once.
+            var watching = true
+            for fd in awaited {
+                do {
+                    if reads == nil { reads = try PeerReadWatch() }
+                    try reads?.watch(fd)
+                } catch {
+                    watching = false // at the descriptor limit: look every 2 ms instead
+                }
+            }
+            let slice = watching ? deadline - now : min(deadline - now, .milliseconds(2))
             do {
-                _ = try ZMQSocket.poll(pending.map { ($0.socket, .pollIn) }, timeout: slice)
+                _ = try ZMQSocket.poll(pending.map { ($0.socket, .pollIn) }, orReadable: reads?.descriptor, timeout: slice)
             } catch {
                 break
             }
+            reads?.drain()
         }
         let notFlushed = pending.count + failed
         if notFlushed > 0 {
