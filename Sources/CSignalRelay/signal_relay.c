@@ -19,16 +19,30 @@ static _Atomic int relay_waiters;
 // The process that installed the relay for each signal, and the action it replaced. A
 // child forked since inherits the handler and the watchers' eventfds, which it shares
 // with its parent: it must not write to them (its parent would see a signal it never
-// got), so it restores the action the relay replaced and raises the signal again.
+// got), so it restores the action the relay replaced and hands it the signal.
 static _Atomic pid_t relay_pid[NSIG];
 static struct sigaction relay_previous[NSIG];
 
-static void relay_handler(int signo) {
+// In a forked child: restores the action the relay replaced, then runs it for this
+// delivery — its handler called directly (as a chained handler is), or, for the default
+// action, the signal raised again (blocked until the relay returns, then acted on).
+static void relay_hand_back(int signo, siginfo_t *info, void *context) {
+    const struct sigaction *previous = &relay_previous[signo];
+    sigaction(signo, previous, NULL); // async-signal-safe, as is all below
+    if (previous->sa_flags & SA_SIGINFO) {
+        previous->sa_sigaction(signo, info, context);
+    } else if (previous->sa_handler == SIG_DFL) {
+        raise(signo);
+    } else if (previous->sa_handler != SIG_IGN) {
+        previous->sa_handler(signo);
+    }
+}
+
+static void relay_handler(int signo, siginfo_t *info, void *context) {
     int saved_errno = errno;
     if (signo <= 0 || signo >= NSIG) return;
-    if (atomic_load(&relay_pid[signo]) != getpid()) { // a forked child: async-signal-safe calls only
-        sigaction(signo, &relay_previous[signo], NULL);
-        raise(signo); // blocked until this handler returns, then handled as it would have been
+    if (atomic_load(&relay_pid[signo]) != getpid()) {
+        relay_hand_back(signo, info, context);
         errno = saved_errno;
         return;
     }
@@ -75,8 +89,8 @@ int rlk_signal_relay_install(int signo, struct sigaction *previous) {
     if (signo <= 0 || signo >= NSIG) { errno = EINVAL; return -1; }
     struct sigaction action;
     memset(&action, 0, sizeof action);
-    action.sa_handler = relay_handler;
-    action.sa_flags = SA_RESTART;
+    action.sa_sigaction = relay_handler;
+    action.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     atomic_store(&relay_pid[signo], getpid()); // before the handler can run
     int result = sigaction(signo, &action, previous);
@@ -91,7 +105,7 @@ int rlk_signal_relay_restore(int signo, const struct sigaction *previous) {
 int rlk_signal_relay_is_installed(int signo) {
     struct sigaction current;
     if (sigaction(signo, NULL, &current) != 0) return 0;
-    return current.sa_handler == relay_handler;
+    return (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == relay_handler;
 }
 
 unsigned long rlk_sigaction_size(void) { return sizeof(struct sigaction); }

@@ -62,6 +62,10 @@ package func currentThreadName() -> String {
 /// memory) and per-thread state make resident memory no measure of leaks.
 package let runningUnderSanitizer = ["__asan_init", "__tsan_init"].contains { (name: String) in dlsym(nil, name) != nil }
 
+/// Whether this process runs under ThreadSanitizer, which runs no signal handler in a child
+/// forked from a process with threads (it turns its interceptors off there).
+package let runningUnderThreadSanitizer = dlsym(nil, "__tsan_init") != nil
+
 /// The process's open descriptors once they have come down to at most `limit`, or the
 /// count after `within` if they never do. libzmq closes a socket's descriptors on its
 /// reaper thread, a moment after the socket is closed, so a count right after the

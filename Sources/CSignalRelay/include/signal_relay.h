@@ -8,8 +8,9 @@
 //
 // In a child forked after the relay was installed for a signal, the handler writes to
 // none of the eventfds (they are its parent's too): it restores the action the relay
-// replaced and raises the signal again, so the child handles it as it would have
-// without RunLoopKit (`SIGTERM` ends it, unless the program had set otherwise).
+// replaced and runs it — the program's own handler called, or the signal raised again
+// for the default action — so the child handles it as it would have without RunLoopKit
+// (`SIGTERM` ends it, unless the program had set otherwise).
 
 #include <signal.h>
 
@@ -24,7 +25,7 @@ int rlk_signal_relay_add(int signo, int eventfd);
 /// The wait sleeps on a futex the last handler in flight wakes: it never spins.
 void rlk_signal_relay_remove(int signo, int slot);
 
-/// Installs the relay as `signo`'s handler (SA_RESTART, other signals not masked), saving
+/// Installs the relay as `signo`'s handler (SA_SIGINFO, SA_RESTART, other signals not masked), saving
 /// the previous action in `previous`. Returns 0 or -1 with errno set.
 int rlk_signal_relay_install(int signo, struct sigaction *previous);
 
