@@ -131,17 +131,19 @@ final class PortClientAllowListTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(server.port.statistics.clientsRefused, 3)
     }
 
+    /// Runs the Python security peer as `client`, sending `text` to `server` over CURVE.
+    private func peer(_ client: PortKeyPair, _ text: String, to server: Server) throws -> SecurityPeerRun {
+        try runSecurityPeer(["--endpoint", server.address.rawValue, "--text", text, "--server-key=\(server.keys.publicKey)",
+                             "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
+    }
+
     func testClientProcessesOnTheListGetTheirReplyAndOthersAreRefusedWithStatus400() throws {
         let listed = try PortKeyPair.generate()
         let stranger = try PortKeyPair.generate()
         let server = try Server(allowing: try PortClientAllowList(publicKeys: [listed.publicKey]))
         defer { server.port.invalidate() }
-        func peer(_ client: PortKeyPair, _ text: String) throws -> SecurityPeerRun {
-            try runSecurityPeer(["--endpoint", server.address.rawValue, "--text", text, "--server-key=\(server.keys.publicKey)",
-                                 "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
-        }
-        XCTAssertEqual(try peer(listed, "from a listed process").verdict, "reply ok:from a listed process")
-        XCTAssertEqual(try peer(stranger, "from a stranger").verdict, "refused 400")
+        XCTAssertEqual(try peer(listed, "from a listed process", to: server).verdict, "reply ok:from a listed process")
+        XCTAssertEqual(try peer(stranger, "from a stranger", to: server).verdict, "refused 400")
         XCTAssertEqual(server.received.map(\.text), ["from a listed process"])
         XCTAssertEqual(server.received.first?.sender, .curveKey(listed.publicKey))
         XCTAssertGreaterThanOrEqual(server.port.statistics.clientsRefused, 1) // libzmq may try again before the peer exits
@@ -154,12 +156,8 @@ final class PortClientAllowListTests: XCTestCase {
                                 name: "allow-list-ipc-\(getpid())-\(UInt32.random(in: .min ... .max))")
         defer { server.port.invalidate() }
         XCTAssertTrue(server.address.rawValue.hasPrefix("ipc://"), "\(server.address)")
-        func peer(_ client: PortKeyPair, _ text: String) throws -> SecurityPeerRun {
-            try runSecurityPeer(["--endpoint", server.address.rawValue, "--text", text, "--server-key=\(server.keys.publicKey)",
-                                 "--public-key=\(client.publicKey)", "--secret-key=\(client.secretCurveKey.z85)"])
-        }
-        XCTAssertEqual(try peer(listed, "over ipc").verdict, "reply ok:over ipc")
-        XCTAssertEqual(try peer(stranger, "a stranger over ipc").verdict, "refused 400")
+        XCTAssertEqual(try peer(listed, "over ipc", to: server).verdict, "reply ok:over ipc")
+        XCTAssertEqual(try peer(stranger, "a stranger over ipc", to: server).verdict, "refused 400")
         XCTAssertEqual(server.received.map(\.text), ["over ipc"])
         XCTAssertEqual(server.received.map(\.sender), [.curveKey(listed.publicKey)],
                        "a CURVE port's ipc client is known by its key, as its handshake proved it")
