@@ -124,7 +124,7 @@ public final class DescriptorSource: @unchecked Sendable {
     /// was never added to a loop goes (and stops watching) when its owner drops it; kept
     /// strongly (`keptWrapper`) from its first add until it is invalidated, as a loop keeps
     /// what it holds. Set once, right after init.
-    weak var wrapper: AnyObject?
+    package weak var wrapper: AnyObject?
     private var keptWrapper: AnyObject? // loop thread only
     /// The loop it is scheduled on (its validity is `lifecycle`'s: it also closes the descriptor).
     let binding = LoopItemLifetime()

@@ -152,6 +152,22 @@ package enum Kernel {
         return names
     }
 
+    /// `inotify_init1(2)`, non-blocking and close-on-exec; returns the new descriptor.
+    package static func inotifyDescriptor() throws(SystemCallError) -> Int32 {
+        try systemCall("inotify_init1") { inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
+    }
+
+    /// `inotify_add_watch(2)` of `path` for the events in `mask`; returns the watch's number.
+    package static func watchFile(_ inotify: Int32, _ path: String, mask: UInt32) throws(SystemCallError) -> Int32 {
+        try systemCall("inotify_add_watch(\(path))") { inotify_add_watch(inotify, path, mask) }
+    }
+
+    /// `pidfd_open(2)`: a descriptor that refers to process `pid` (the process, not its
+    /// number, from then on) and becomes readable when it ends.
+    package static func processDescriptor(_ pid: pid_t) throws(SystemCallError) -> Int32 {
+        try systemCall("pidfd_open(\(pid))") { clinux_pidfd_open(pid) }
+    }
+
     /// Takes an exclusive open-file-description lock on the whole file (`fcntl(2)`,
     /// `F_OFD_SETLK`); false if another open file description holds one.
     package static func lockExclusively(_ fd: Int32) throws(SystemCallError) -> Bool {

@@ -91,7 +91,7 @@ final class NameLock {
     }
 
     /// The pid its holder wrote into the lock file open at `fd`, if it has yet.
-    private static func writtenPID(_ fd: Int32) -> pid_t? {
+    static func writtenPID(_ fd: Int32) -> pid_t? {
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = buffer.withUnsafeMutableBytes { (try? Kernel.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<31]), at: 0)) ?? 0 }
         let digits = buffer.prefix(count).prefix { $0 >= 0x30 && $0 <= 0x39 }

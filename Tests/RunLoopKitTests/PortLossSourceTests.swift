@@ -1,0 +1,149 @@
+import Foundation
+import Glibc
+import RunLoopSystem
+@testable import RunLoopKit
+import RunLoopTestSupport
+import XCTest
+
+/// A named port's owner in another process, watched as a loop source (`PortLossSource`,
+/// `docs/reliability.md`, "A peer is gone"): its death and its invalidation each fire the
+/// handler once, with why; a source invalidated first never fires and keeps no descriptor;
+/// a port already gone cannot be watched; and the source fires only in its modes.
+final class PortLossSourceTests: XCTestCase {
+    private static let ownerVariable = "RUNLOOPKIT_PORT_LOSS_OWNER"
+
+    override func setUp() {
+        super.setUp()
+        guard let name = childScenario(PortLossSourceTests.ownerVariable) else { return }
+        endChild { PortLossSourceTests.serveOwner(name) }
+    }
+
+    /// In the owner process: holds `name` on this thread's loop, invalidates the port on
+    /// SIGUSR1 (printing "invalidated"), prints "ready", and runs until it is killed.
+    private static func serveOwner(_ name: String) -> Bool {
+        do {
+            let loop = ThreadRunLoop.current
+            let port = try LocalPort(name: name)
+            loop.add(port, to: .default)
+            let signals = try SignalSource(.user1) { _ in
+                port.invalidate()
+                print("invalidated")
+                fflush(nil)
+            }
+            loop.add(signals, to: .default)
+            print("ready")
+            fflush(nil)
+            while true { _ = loop.run(mode: .default, before: .distantFuture) }
+        } catch {
+            return childReport(false, "the owner could not serve '\(name)': \(error)")
+        }
+    }
+
+    /// Starts an owner of a fresh name in another process (this test binary again) and
+    /// returns it once its port is registered, with the port as another process sees it.
+    private func startOwner(file: StaticString = #filePath, line: UInt = #line) throws -> (SpawnedProcess, RemotePort) {
+        let name = "loss-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        let owner = try SpawnedProcess([executable, "\(String(reflecting: type(of: self)))/testAPortItsOwnerInvalidatesFiresWithPortInvalidated"],
+                                       environment: [PortLossSourceTests.ownerVariable: name])
+        XCTAssertTrue(owner.waitForLine("ready"), "the owner did not start: \(owner.stderr)", file: file, line: line)
+        return (owner, try RemotePort(named: name))
+    }
+
+    func testAWatchedPortsOwnerKilledBySIGKILLFiresOnceWithOwnerDied() throws {
+        let (owner, port) = try startOwner()
+        let losses = LockedValue<[PortLoss]>([])
+        let source = try PortLossSource(watching: port) { loss in losses.withLock { $0.append(loss) } }
+        XCTAssertEqual(source.ownerPID, owner.pid)
+        ThreadRunLoop.current.add(source, to: .default)
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertTrue(runCurrentLoop { !losses.withLock { $0.isEmpty } }, "the owner's death was not seen")
+        XCTAssertNotNil(owner.waitForExit())
+        // Once: more passes of the loop, with the death long seen, call nothing more.
+        _ = ThreadRunLoop.current.run(mode: .default, timeout: .milliseconds(50), returnAfterSourceHandled: false)
+        XCTAssertEqual(losses.withLock { $0 }, [.ownerDied])
+        XCTAssertFalse(source.isValid)
+        XCTAssertFalse(ThreadRunLoop.current.contains(source, in: .default))
+    }
+
+    func testAPortItsOwnerInvalidatesFiresWithPortInvalidated() throws {
+        let (owner, port) = try startOwner()
+        let losses = LockedValue<[PortLoss]>([])
+        let source = try PortLossSource(watching: port) { loss in losses.withLock { $0.append(loss) } }
+        ThreadRunLoop.current.add(source, to: .default)
+        XCTAssertEqual(kill(owner.pid, SIGUSR1), 0)
+        XCTAssertTrue(runCurrentLoop { !losses.withLock { $0.isEmpty } }, "the invalidation was not seen")
+        XCTAssertTrue(owner.waitForLine("invalidated"))
+        XCTAssertEqual(losses.withLock { $0 }, [.portInvalidated])
+        XCTAssertFalse(source.isValid)
+        // The owner still lives: its death later is no second loss.
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertNotNil(owner.waitForExit())
+        _ = ThreadRunLoop.current.run(mode: .default, timeout: .milliseconds(50), returnAfterSourceHandled: false)
+        XCTAssertEqual(losses.withLock { $0 }, [.portInvalidated])
+    }
+
+    func testAWatchInvalidatedBeforeItFiresNeverFiresAndLeavesNoDescriptor() throws {
+        let (owner, port) = try startOwner()
+        let loop = ThreadRunLoop.current
+        // The loop's poll set first (made with its first descriptor source), so that only the
+        // watches' descriptors are counted.
+        let warmUp = DescriptorSource(descriptor: try Kernel.eventDescriptor(), watching: .readable, ownership: .owned) { _ in }
+        loop.add(warmUp, to: .default)
+        _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: false)
+        warmUp.invalidate()
+        _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: false)
+        let before = descriptorInventory()
+        let fired = LockedValue(false)
+        let onLoop = try PortLossSource(watching: port) { _ in fired.withLock { $0 = true } }
+        let onNoLoop = try PortLossSource(watching: port) { _ in fired.withLock { $0 = true } }
+        loop.add(onLoop, to: .default)
+        _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: false)
+        let watching = descriptorInventory()
+        XCTAssertEqual(watching.count, before.count + 4, describeNewDescriptors(before: before, after: watching))
+        onLoop.invalidate()
+        onNoLoop.invalidate()
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertNotNil(owner.waitForExit())
+        _ = loop.run(mode: .default, timeout: .milliseconds(50), returnAfterSourceHandled: false)
+        XCTAssertFalse(fired.withLock { $0 })
+        // Pipes aside: those of the owners' outputs close as the owners end.
+        let after = descriptorInventory().filter { $0.value != "pipe" }, kept = before.filter { $0.value != "pipe" }
+        XCTAssertEqual(after.count, kept.count, describeNewDescriptors(before: kept, after: after))
+    }
+
+    func testWatchingAPortWhoseOwnerIsAlreadyGoneFailsWithRemoteInvalid() throws {
+        let (owner, port) = try startOwner()
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertNotNil(owner.waitForExit())
+        let before = descriptorInventory()
+        XCTAssertThrowsError(try PortLossSource(watching: port) { _ in XCTFail("fired") }) { error in
+            XCTAssertEqual(error as? PortError, .remoteInvalid(port.address))
+        }
+        XCTAssertEqual(descriptorInventory().count, before.count, "a failed watch keeps no descriptor")
+    }
+
+    func testAnInProcessAddressCannotBeWatched() throws {
+        let local = try LocalPort()
+        defer { local.invalidate() }
+        XCTAssertThrowsError(try PortLossSource(watching: local.remote) { _ in }) { error in
+            guard case .invalidAddress = error as? PortError else { return XCTFail("\(error)") }
+        }
+    }
+
+    func testALossFiresOnlyInTheModesTheSourceWasAddedTo() throws {
+        let (owner, port) = try startOwner()
+        let other = LoopMode("port-loss-other")
+        let losses = LockedValue<[PortLoss]>([])
+        let source = try PortLossSource(watching: port) { loss in losses.withLock { $0.append(loss) } }
+        ThreadRunLoop.current.add(source, to: other)
+        XCTAssertTrue(ThreadRunLoop.current.contains(source, in: other))
+        XCTAssertFalse(ThreadRunLoop.current.contains(source, in: .default))
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertNotNil(owner.waitForExit()) // reaped: its pidfd is readable from now on
+        _ = ThreadRunLoop.current.run(mode: .default, timeout: .milliseconds(50), returnAfterSourceHandled: false)
+        XCTAssertEqual(losses.withLock { $0 }, [], "fired in a mode it is not in")
+        XCTAssertTrue(runCurrentLoop(in: other) { !losses.withLock { $0.isEmpty } })
+        XCTAssertEqual(losses.withLock { $0 }, [.ownerDied])
+    }
+}
