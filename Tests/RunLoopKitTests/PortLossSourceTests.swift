@@ -123,6 +123,20 @@ final class PortLossSourceTests: XCTestCase {
         XCTAssertEqual(descriptorInventory().count, before.count, "a failed watch keeps no descriptor")
     }
 
+    func testALockFileNoLiveProcessHoldsIsNoProofOfThePidItNames() throws {
+        // A dead owner's lock file whose pid now belongs to a live process (here, this one):
+        // the pid alone must not make that process the port's owner.
+        let name = "loss-stale-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = try RuntimeDirectory.path()
+        let lockPath = "\(directory)/\(name).lock"
+        XCTAssertTrue(FileManager.default.createFile(atPath: lockPath, contents: Data("\(getpid())\n".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: lockPath) }
+        let port = RemotePort(PortAddress(unchecked: "ipc://\(directory)/\(name).sock"))
+        XCTAssertThrowsError(try PortLossSource(watching: port) { _ in XCTFail("fired") }) { error in
+            XCTAssertEqual(error as? PortError, .remoteInvalid(port.address))
+        }
+    }
+
     func testAnInProcessAddressCannotBeWatched() throws {
         let local = try LocalPort()
         defer { local.invalidate() }
