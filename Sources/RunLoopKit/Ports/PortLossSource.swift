@@ -186,11 +186,13 @@ public final class PortLossSource: @unchecked Sendable {
         }
     }
 
+    /// Tells the handler, then closes the descriptors: closing an inotify descriptor waits
+    /// for the kernel's SRCU grace period (milliseconds), which must not delay the news.
     private func finish(_ loss: PortLoss) {
-        let handler = self.handler
-        self.handler = nil
+        guard let handler else { return }
+        self.handler = nil // one-shot: a second ready descriptor in the same pass finds none
+        handler(loss)
         invalidate()
-        handler?(loss)
     }
 
     fileprivate var deathSource: DescriptorSource { death }
