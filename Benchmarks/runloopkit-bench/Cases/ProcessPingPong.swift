@@ -85,6 +85,8 @@ final class ChildProcess {
         }
     }
 
+    var pid: pid_t { process.processIdentifier }
+
     /// Closes the child's input and waits for it to exit.
     func finish() {
         try? input.fileHandleForWriting.close()
