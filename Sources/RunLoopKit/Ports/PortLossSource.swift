@@ -29,12 +29,15 @@ public enum PortLoss: Sendable, Equatable, CustomStringConvertible {
 ///
 /// It watches a named port of another process on this host (its ipc address, as
 /// `RemotePort(named:)` gives it). The owner's death is seen through a pidfd of the owner
-/// process (`pidfd_open`), which the kernel makes readable the moment the process ends: the
-/// handler runs within a millisecond of a `SIGKILL` (`PortLossSourceTests`). The
+/// process (`pidfd_open`), which the kernel makes readable the moment the process has
+/// ended: the handler runs as soon as a thread blocked in `poll(2)` on a pidfd would learn
+/// of it (`runloopkit-bench --case peer-death`: 1.6 ms p50 from `kill(2)` on a 2-vCPU
+/// virtual machine, where the killed process itself takes that long to end). The
 /// invalidation is seen through an inotify watch of the name's lock file, which the owner
 /// unlinks when it gives the name back. Nothing polls: the source holds those two
-/// descriptors and no thread, costs nothing while idle, and closes both when it fires or is
-/// invalidated.
+/// descriptors and no thread, costs nothing while idle, and closes both when it fires (after
+/// its handler returns) or is invalidated. Closing an inotify descriptor waits for the
+/// kernel's SRCU grace period: that close can hold the loop's thread for some milliseconds.
 ///
 /// The owner is proven, not taken on trust: the pid comes from the name's lock file, and
 /// the source pins that process (a pidfd refers to the process, never to a later one with
