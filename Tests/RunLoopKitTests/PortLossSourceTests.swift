@@ -47,7 +47,13 @@ final class PortLossSourceTests: XCTestCase {
         let owner = try SpawnedProcess([executable, "\(String(reflecting: type(of: self)))/testAPortItsOwnerInvalidatesFiresWithPortInvalidated"],
                                        environment: [PortLossSourceTests.ownerVariable: name])
         XCTAssertTrue(owner.waitForLine("ready"), "the owner did not start: \(owner.stderr)", file: file, line: line)
-        return (owner, try RemotePort(named: name))
+        let port = try RemotePort(named: name)
+        addTeardownBlock { // a killed owner leaves its socket and lock files
+            let socket = String(port.address.rawValue.dropFirst("ipc://".count))
+            try? FileManager.default.removeItem(atPath: socket)
+            try? FileManager.default.removeItem(atPath: String(socket.dropLast(".sock".count)) + ".lock")
+        }
+        return (owner, port)
     }
 
     func testAWatchedPortsOwnerKilledBySIGKILLFiresOnceWithOwnerDied() throws {
