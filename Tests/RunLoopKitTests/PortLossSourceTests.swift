@@ -48,10 +48,13 @@ final class PortLossSourceTests: XCTestCase {
                                        environment: [PortLossSourceTests.ownerVariable: name])
         XCTAssertTrue(owner.waitForLine("ready"), "the owner did not start: \(owner.stderr)", file: file, line: line)
         let port = try RemotePort(named: name)
-        addTeardownBlock { // a killed owner leaves its socket and lock files
-            let socket = String(port.address.rawValue.dropFirst("ipc://".count))
+        // A killed owner leaves its socket and lock files. The block captures only their
+        // paths: XCTest keeps its blocks until exit, and with them what they hold.
+        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
+        let lock = String(socket.dropLast(".sock".count)) + ".lock"
+        addTeardownBlock {
             try? FileManager.default.removeItem(atPath: socket)
-            try? FileManager.default.removeItem(atPath: String(socket.dropLast(".sock".count)) + ".lock")
+            try? FileManager.default.removeItem(atPath: lock)
         }
         return (owner, port)
     }
