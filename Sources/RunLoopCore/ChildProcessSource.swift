@@ -70,7 +70,7 @@ public final class ChildProcessSource: @unchecked Sendable {
         var pidfd: Int32 = -1
         if usePidfd {
             do {
-                pidfd = try systemCall("pidfd_open") { clinux_pidfd_open(pid) }
+                pidfd = try Kernel.processDescriptor(pid)
             } catch where error.errno == ENOSYS {
                 pidfd = -1
             }
