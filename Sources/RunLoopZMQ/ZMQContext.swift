@@ -102,10 +102,10 @@ package final class ZMQContext: @unchecked Sendable {
         }
     }
 
-    /// Keeps libzmq's listeners away from `EMFILE` (`CAcceptGuard`): a descriptor held in
-    /// reserve for the life of the process (one for every context), so that at the limit a
-    /// listener's pending connection is accepted and closed, the client retrying later,
-    /// instead of the ipc listener aborting the process or the tcp listener spinning.
+    /// Keeps libzmq's listeners away from `EMFILE` (`CAcceptGuard`): one descriptor held in
+    /// reserve for the life of the process (opened by its first context), so that at the
+    /// limit a listener's pending connection is accepted and closed, the client retrying
+    /// later, instead of the ipc listener aborting the process or the tcp listener spinning.
     private static func prepareAcceptGuard() throws(SystemCallError) {
         _ = try systemCall("open(/, O_PATH) for the accept reserve") { rlk_accept_guard_prepare() }
     }
