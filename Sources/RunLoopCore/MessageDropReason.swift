@@ -19,6 +19,11 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
     /// A handler's reply had nowhere to go: the requester's connection closed (it exited,
     /// was killed, or gave up) before the reply was ready. Dropped at once, never waited on.
     case requesterGone
+    /// A reply to a request its requester cancelled: the requester waits for it no more.
+    case replyCancelled
+    /// A cancel for no request outstanding on its connection: the reply crossed it, or the
+    /// peer named a request it never sent (it cannot cancel another's).
+    case lateCancel
 
     public var description: String { rawValue }
 
@@ -32,6 +37,8 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
         case .lateReply: 4
         case .replyNotSent: 5
         case .requesterGone: 6
+        case .replyCancelled: 7
+        case .lateCancel: 8
         }
     }
 }

@@ -9,6 +9,14 @@
     /// In place of a reply, when the request's handler failed: its correlation id and
     /// message id are the request's, and one data component says why (UTF-8).
     case failure = 3
+    /// From a requester, over the connection a request went out on: it gave the request up
+    /// (its task was cancelled, its wait timed out). Its correlation id and message id are
+    /// the request's; no components. A port matches it against the requests that came in
+    /// on that same connection only.
+    case cancel = 4
+    /// In place of a reply, when the server let go of the request's reply right without
+    /// replying: its correlation id and message id are the request's; no components.
+    case noReply = 5
 }
 
 /// One component of a wire message.

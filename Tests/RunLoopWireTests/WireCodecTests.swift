@@ -402,7 +402,7 @@ final class WireCodecTests: XCTestCase {
     }
 
     func testAnUnknownKindIsRejected() {
-        assertDecodeThrows(frames(kind: 4), .unknownKind(4))
+        assertDecodeThrows(frames(kind: 6), .unknownKind(6))
     }
 
     func testReservedFlagsAreRejected() {

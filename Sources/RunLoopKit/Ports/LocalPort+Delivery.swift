@@ -64,8 +64,10 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 report(error, handling: envelope.message)
                 sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
             }
-        case .reply, .failure:
+        case .reply, .failure, .noReply:
             dropReply(envelope.kind, correlationID: envelope.correlationID)
+        case .cancel:
+            drop(.lateCancel, "a cancel for no request outstanding, correlation id \(envelope.correlationID)")
         }
         // The handler is done with the message (and a request's answer, which may be the
         // request itself, is sent): its buffers serve the next one.
@@ -148,8 +150,11 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             let header = checked.header
             switch header.kind {
             case .message, .request: break
-            case .reply, .failure:
+            case .reply, .failure, .noReply:
                 dropReply(header.kind, correlationID: header.correlationID)
+                return .dropped
+            case .cancel:
+                drop(.lateCancel, "a cancel for no request outstanding, correlation id \(header.correlationID)")
                 return .dropped
             }
             statistics.countReceived()

@@ -206,7 +206,9 @@ final class PortConnection: PortSourceDriver, WireReceiver {
             let reason = envelope.message.text ?? "(no reason given)"
             awaited = state.replyReceiver.failed(.remoteHandlerFailed(destination.address, reason: reason),
                                                  for: envelope.correlationID)
-        case .message, .request:
+        case .noReply:
+            awaited = state.replyReceiver.failed(.noReply(destination.address), for: envelope.correlationID)
+        case .message, .request, .cancel:
             drop(.malformed, "a \(envelope.kind) where only replies come back")
             return .dropped
         }

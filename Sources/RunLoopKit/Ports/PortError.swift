@@ -15,8 +15,13 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The remote port's handler threw while handling the request: `reason` is what the
     /// port said of the error (its description, at most 1,024 bytes of UTF-8).
     case remoteHandlerFailed(PortAddress, reason: String)
-    /// The port at this address was invalidated (known for ports of this process).
+    /// The port at this address is gone: it was invalidated, or its owner process died
+    /// (known for ports of this host), or its connection was lost (a peer over tcp that
+    /// stopped answering heartbeats). A request outstanding to it fails with this at once.
     case remoteInvalid(PortAddress)
+    /// The remote port's server let go of the request's reply right without replying
+    /// (`ReplyRight`'s drop; Mach's send-once notification): reported at once, never as a timeout.
+    case noReply(PortAddress)
     /// The name is held by a live port, in this process or another: the holder's pid
     /// (this process's own for a port of its own), or nil if it could not be read.
     case nameInUse(String, holder: Int32?)
@@ -59,7 +64,8 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .sendTimedOut(let address): "send to \(address) timed out: the peer did not take the message"
         case .receiveTimedOut(let address): "no reply from \(address) before the receive timeout"
         case .remoteHandlerFailed(let address, let reason): "the handler of \(address) failed: \(reason)"
-        case .remoteInvalid(let address): "the port at \(address) was invalidated"
+        case .remoteInvalid(let address): "the port at \(address) is gone (invalidated, or its owner died)"
+        case .noReply(let address): "the server at \(address) let go of the request without replying"
         case .nameInUse(let name, let holder):
             "the port name '\(name)' is held by a live port\(holder.map { " (process \($0))" } ?? "")"
         case .nameNotFound(let name): "no live port is registered as '\(name)'"
