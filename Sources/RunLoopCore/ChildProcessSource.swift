@@ -37,9 +37,9 @@ public enum ChildExit: Sendable, Equatable, CustomStringConvertible {
 /// in modes, handled as a source, idle at no cost.
 ///
 /// Only a child of this process can be reaped; for any other process the handler gets
-/// `.statusUnavailable` when it ends (with pidfds) — use a timeout for peers that are not
-/// children. Do not let anything else reap the child (Foundation's `Process` does: spawn
-/// with `posix_spawn` instead).
+/// `.statusUnavailable` when it ends (with pidfds) — for a peer that is not a child, watch
+/// its named port instead (RunLoopKit's `PortLossSource`). Do not let anything else reap
+/// the child (Foundation's `Process` does: spawn with `posix_spawn` instead).
 ///
 /// Once added to a loop, the loop keeps the source until it fires or is invalidated; a
 /// source on no loop stops watching when released.
