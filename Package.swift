@@ -92,6 +92,10 @@ let package = Package(
         .target(name: "CMallocCounter", path: "Benchmarks/CMallocCounter"),
         .executableTarget(name: "alloc-counter", dependencies: ["RunLoopKit", "CMallocCounter"],
                           path: "Benchmarks/alloc-counter"),
+        // The scenarios whose instructions per message .ci/check-instructions counts under
+        // callgrind, against Benchmarks/Thresholds/instructions.json.
+        .executableTarget(name: "instruction-counter", dependencies: ["RunLoopKit"],
+                          path: "Benchmarks/instruction-counter"),
         // libFuzzer target for the wire decoder (see the file's header for how to build it).
         .executableTarget(name: "WireDecoderFuzz", dependencies: ["RunLoopKit", "RunLoopWire"], path: "Fuzz/wire-decoder"),
         // What an async main and dispatchMain() do to the main loop, for MainQueueTests.
