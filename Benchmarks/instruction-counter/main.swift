@@ -1,6 +1,6 @@
 // instruction-counter: the scenarios whose instructions per message `.ci/check-instructions`
-// counts under callgrind and holds to the budgets in Benchmarks/Thresholds/instructions.json
-// (docs/benchmarks.md, "Instruction budgets"). It measures nothing itself: it runs each
+// counts under callgrind and holds to the budgets in
+// Benchmarks/Thresholds/<system>/instructions.json (docs/benchmarks.md, "Instruction budgets"). It measures nothing itself: it runs each
 // scenario's warm-up and then `--messages N` messages (or round trips, requests, performs),
 // and the checker runs it twice, with two values of N, so that the difference of the two
 // counts divided by the difference of the Ns is the steady state's cost per message, with
