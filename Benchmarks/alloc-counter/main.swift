@@ -4,7 +4,7 @@
 // allocations per message; with `--check` the program exits 1 if any round's count is over
 // its budget times the round's messages, exactly: one allocation more in a round of 20,000
 // messages fails a budget of 0. CI runs it on a release
-// build (`.ci/run`); docs/benchmarks.md ("Allocations per message") has today's figures.
+// build (`.ci/run`); docs/benchmarks.md ("Allocations per message") lists the budgets.
 //
 //   swift run -c release alloc-counter [--check] [--messages N]
 //
@@ -313,8 +313,8 @@ guard rlk_thread_allocations() > probeStart, probe.count > 100 else {
     exit(2)
 }
 
-// The budgets: today's counts (docs/benchmarks.md). A change that allocates more per message
-// fails CI; one that allocates less lowers its budget here.
+// The budgets: today's counts (docs/benchmarks.md lists them). A change that allocates more
+// per message fails CI; one that allocates less lowers its budget here.
 let results = Results()
 try oneWay(payload: 16, messages: messages, budgets: (send: 0, receive: 0), into: results)
 try oneWay(payload: 64, messages: messages, budgets: (send: 0, receive: 0), into: results)
