@@ -56,7 +56,7 @@ extension LoopHandOffTarget {
 /// every request to itself, so it writes only what a target needs.
 extension LoopHandOff where Self: LoopHandOffTarget, HandOffTarget == Self {
     /// Itself, for every request. Any thread.
-    @inlinable // as the verbs over it: a caller's specialized `performAndWait` calls no generic code
+    @inlinable // hot-path: inlinable-layers (docs/optimization-tips.md)
     public func nextHandOffTarget() -> Self { self }
 }
 
@@ -67,7 +67,7 @@ extension LoopHandOff {
     /// longer takes work; a loop whose thread has exited returns the request `.cancelled`.
     /// Any thread.
     @discardableResult
-    @inlinable // specialized in the caller, as performAndWait
+    @inlinable // hot-path: inlinable-layers (docs/optimization-tips.md)
     public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
                         _ work: @escaping @Sendable () -> Void) throws(HandOffFailure) -> PerformRequest {
         let target = try nextHandOffTarget()
@@ -80,7 +80,7 @@ extension LoopHandOff {
     /// loop's thread has exited or exits before running it, `.stopped` if a worker or pool
     /// does not take it or stops (`.cancel`) before running it, `.cancelled` if it was
     /// cancelled. Any thread.
-    @inlinable // specialized in the caller: a generic hand-off costs about 0.2 µs per round trip
+    @inlinable // hot-path: inlinable-layers (docs/optimization-tips.md)
     public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                             _ work: @escaping @Sendable () throws -> T) throws -> T {
         let target = try nextHandOffTarget()

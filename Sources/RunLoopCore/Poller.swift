@@ -116,9 +116,8 @@ package final class Poller: @unchecked Sendable {
     /// Waits until a registered descriptor is ready, `deadline` passes or `wake()` is called,
     /// and returns how many registered descriptors are ready: `readyDescriptor(at:)` gives
     /// the token and the ready events (epoll's bits) of each, until the next wait. With
-    /// `poll` set it only looks, without sleeping. (Read back rather than handed to a
-    /// closure, whose captures, the loop among them, would be retained and released on
-    /// every sleep.)
+    /// `poll` set it only looks, without sleeping. (Read back, not handed to a closure:
+    /// hot-path: borrow-not-copy (docs/optimization-tips.md).)
     func wait(until deadline: Deadline, poll: Bool) throws(SystemCallError) -> Int {
         guard let pollSet else {
             // No descriptors to look at: only a sleep, if no wake-up is pending.

@@ -53,9 +53,8 @@ struct PortSourceTable {
     private var byPort: [ObjectIdentifier: Member] = [:]
     /// The ready queue: ready ports in the order they became ready, served round-robin,
     /// linked through their entries (`nextQueued`). The links are unretained: an entry is
-    /// queued only while `byPort` holds it (`removed` and `removeAll` take it off first),
-    /// so that queueing and dequeueing, once or twice a message, neither touch a reference
-    /// count nor run an array's generic code.
+    /// queued only while `byPort` holds it (`removed` and `removeAll` take it off first).
+    /// (hot-path: unretained-links (docs/optimization-tips.md))
     private var readyHead: Unmanaged<Entry>?
     private var readyTail: Unmanaged<Entry>?
     /// The entry of the port the last send went through, while that port is in the loop:
@@ -115,9 +114,7 @@ struct PortSourceTable {
     }
 
     /// The first ready port that is in `items`' mode and not paused. (`mutating`, though
-    /// it changes nothing: the loop then hands it the table where it is, in place; a
-    /// non-mutating call would copy the table out of the loop, retaining and releasing
-    /// its dictionary and its last-sent entry, at every pass.)
+    /// it changes nothing: hot-path: mutating-in-place (docs/optimization-tips.md).)
     mutating func nextReady(in items: ModeItems) -> Entry? {
         var queued = readyHead
         while let current = queued {

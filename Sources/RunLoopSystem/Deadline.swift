@@ -49,8 +49,8 @@ public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, Custom
 
 extension Duration {
     /// The duration in whole nanoseconds (toward zero), saturating at `Int64`'s bounds.
-    /// From `attoseconds`, one 128-bit division (~30 instructions): `components` costs
-    /// ~200, and a request computes a deadline from a duration every time.
+    /// From `attoseconds`, one division, not `components`: a request computes a deadline
+    /// from a duration every time (hot-path: cheap-primitive (docs/optimization-tips.md)).
     package var totalNanoseconds: Int64 {
         Int64(clamping: attoseconds / 1_000_000_000)
     }

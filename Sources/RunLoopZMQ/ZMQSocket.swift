@@ -35,8 +35,7 @@ import Glibc
     @exclusivity(unchecked) private var isClosed = false
 
     /// Whether the socket is still open (`close()` not called). A getter compiled here, with
-    /// the field's unchecked exclusivity: another module reading the field itself would
-    /// make Swift's dynamic exclusivity check (about 40 instructions) on every read.
+    /// the field's unchecked exclusivity (hot-path: exclusivity (docs/optimization-tips.md)).
     package var isOpen: Bool { !isClosed }
 
     /// The buffers `sendFrame(byteCount:more:dontWait:_:)` fills and hands to libzmq (a

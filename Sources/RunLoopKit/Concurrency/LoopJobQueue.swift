@@ -81,9 +81,8 @@ final class LoopJobQueue: @unchecked Sendable {
         self.loop = loop
         poller = loop.poller
         // Unowned, not weak: the queue outlives its source's place in the loop (its executor
-        // stays in `LoopExecutorTable` for as long as the loop object lives), and a weakly
-        // referenced object keeps its reference counts in a side table, which makes every
-        // retain of it, once per hop to an actor pinned to the loop, take the slow path.
+        // stays in `LoopExecutorTable` for as long as the loop object lives).
+        // hot-path: unretained-links (docs/optimization-tips.md)
         source = InputSource(cancel: { [unowned self] loop, _ in
             // Only the teardown removes the source (nothing else can reach it).
             if loop.isTornDown { orphan() }

@@ -55,9 +55,8 @@ public struct LoopMessage: Sendable, Equatable {
     }
 }
 
-// The initializers are in an extension so that the memberwise one, with `senderBox`, is
-// there for the receive path: an explicit initializer builds the struct in a local `self`
-// and copies it out, which costs a retain and a release of each reference per message.
+// The initializers are in an extension, so that the receive path has the memberwise one
+// (with `senderBox`). hot-path: memberwise-init (docs/optimization-tips.md)
 extension LoopMessage {
     public init(id: Int32, components: [Component] = [], replyPort: RemotePort? = nil) {
         self.init(id: id, components: components, replyPort: replyPort, senderBox: nil)

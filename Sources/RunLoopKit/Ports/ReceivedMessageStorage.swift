@@ -23,12 +23,10 @@ struct ReceivedMessageStorage {
     /// buffers where they have room.
     ///
     /// A message of the last one's size, the common case, is written over the last one's
-    /// bytes (`withUnsafeMutableBytes` copies them first if a handler kept them): emptying
-    /// an array and appending to it again takes `replaceSubrange` and `append`, some 200
-    /// instructions. With no buffer kept (the last message's handler kept it, as a
-    /// requester's caller keeps every reply), each array is made at its size at once:
-    /// appending to an empty array takes its growth path, a few hundred instructions more
-    /// for the two.
+    /// bytes (`withUnsafeMutableBytes` copies them first if a handler kept them), not
+    /// emptied and appended to. With no buffer kept (the last message's handler kept it, as
+    /// a requester's caller keeps every reply), each array is made at its size at once.
+    /// (hot-path: sized-buffers (docs/optimization-tips.md))
     mutating func oneDataComponent(_ data: UnsafeRawBufferPointer) -> [LoopMessage.Component] {
         var bytes: [UInt8] = []
         swap(&bytes, &self.bytes)
@@ -64,8 +62,8 @@ struct ReceivedMessageStorage {
 }
 
 extension LoopMessage.Component {
-    /// The capacity of a data component's bytes; nil for a port. (Read in place: binding
-    /// the bytes would copy them, a retain and a release.)
+    /// The capacity of a data component's bytes; nil for a port. (Read in place, not
+    /// bound: hot-path: borrow-not-copy (docs/optimization-tips.md).)
     fileprivate var dataCapacity: Int? {
         if case .data(let bytes) = self { bytes.capacity } else { nil }
     }

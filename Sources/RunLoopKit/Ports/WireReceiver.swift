@@ -15,9 +15,8 @@ protocol WireReceiver: AnyObject {
 extension WireReceiver {
     /// Receives one message from `socket` without blocking, hands its frames to `decode`,
     /// gives them back, and hands what `decode` made to `deliver`, whose result is the
-    /// delivery's. The decoded value goes straight to `deliver`: returned in an enum, it
-    /// would be copied and destroyed through value witnesses on every message (about 150
-    /// instructions for an owned message, 180 for a borrowed delivery's outcome).
+    /// delivery's. The decoded value goes straight to `deliver`, not returned in an enum
+    /// (hot-path: no-witness-copies (docs/optimization-tips.md)).
     @inline(__always)
     func receiveOne<Value>(from socket: ZMQSocket,
                            decode: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value,

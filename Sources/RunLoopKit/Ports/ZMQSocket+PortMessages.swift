@@ -11,8 +11,7 @@ extension ZMQSocket {
     /// Sends `message` as one multipart wire message of `kind` (with `correlationID` for
     /// request/reply), as `send(_:dontWait:)` sends frames: only the first frame uses
     /// `dontWait`, and once it is accepted the rest is too. The message is borrowed, never
-    /// copied into an envelope: a copy costs a retain and a release of each of its
-    /// references per message.
+    /// copied into an envelope (hot-path: borrow-not-copy (docs/optimization-tips.md)).
     ///
     /// - Parameter returnPath: for a reply sent on a port's ROUTER socket, the connection
     ///   its request came in on: its routing id (and delimiter) go first.
@@ -30,8 +29,7 @@ extension ZMQSocket {
             return try send(message, as: kind, correlationID: correlationID, dontWait: false)
         }
         // The common message, one data component and no reply port, goes as the bytes it
-        // holds: no layout pass over its components, and one copy of the component (a
-        // retain and a release) instead of one per pass.
+        // holds: no layout pass, one copy of the component. hot-path: borrow-not-copy (docs/optimization-tips.md)
         if message.replyPort == nil, message.components.count == 1, case .data(let bytes) = message.components[0] {
             let id = message.id
             return try bytes.withUnsafeBytes { data in
@@ -40,9 +38,8 @@ extension ZMQSocket {
                 }
             }.get()
         }
-        // The message is only read, field by field, and the closures below capture only
-        // what they need: capturing the message costs a retain and a release of each of
-        // its references per message.
+        // Read field by field; the closures capture only what they use.
+        // hot-path: borrow-not-copy (docs/optimization-tips.md)
         let components = message.components
         let messageID = message.id
         let replyAddress = message.replyPort?.address.rawValue
