@@ -61,7 +61,8 @@ extension ThreadRunLoop {
     /// an inlined guard in front of the function that does the work (`fireDueTimers`,
     /// `fireReadyDescriptors`, `performQueuedRequests`, `notifyObservers`,
     /// `runControlActions`; the instruments' per-pass calls are inlined whole), so that a
-    /// pass runs none of the code of a step it skips (hot-path: cheap-primitive (docs/optimization-tips.md)).
+    /// pass runs none of the code of a step it skips.
+    /// (hot-path: cheap-primitive (docs/optimization-tips.md))
     private func makePasses(in items: ModeItems, until deadline: Deadline, returnAfterSourceHandled: Bool) -> RunResult {
         if takeStopRequest() { return .stopped }
         let pollOnly = deadline != .distantFuture && deadline <= .now() // no clock read for `run()`
