@@ -43,7 +43,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "paired: the two threads of a latency pair share CPU 0, a stream's sender and receiver get CPUs 0 and 1 (stable ratios); free: the scheduler places every thread.")
     var placement: Placement.Mode = .paired
 
-    // The child process of port-pingpong-processes or peer-death (this executable started again).
+    // The child process of port-pingpong-processes, peer-death or name-appear (this executable started again).
     @Option(help: .hidden) var child: String?
     @Option(help: .hidden) var childPort: String?
     @Option(help: .hidden) var parentPort: String?
@@ -55,12 +55,13 @@ struct BenchCommand: ParsableCommand {
         for name in cases where !Catalog.names.contains(name) {
             throw ValidationError("unknown case '\(name)'; the cases: \(Catalog.names.joined(separator: ", "))")
         }
-        if let child, ![ProcessPingPongCase.childRole, PeerDeathCase.childRole].contains(child) {
+        if let child, ![ProcessPingPongCase.childRole, PeerDeathCase.childRole, NameAppearCase.childRole].contains(child) {
             throw ValidationError("unknown child role '\(child)'")
         }
     }
 
     func run() throws {
+        if child == NameAppearCase.childRole { NameAppearCase.serveAsChild() }
         if child == PeerDeathCase.childRole {
             guard let childPort else { throw ValidationError("--child \(PeerDeathCase.childRole) needs --child-port") }
             PeerDeathCase.serveAsChild(name: childPort)

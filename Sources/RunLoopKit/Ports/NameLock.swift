@@ -8,6 +8,8 @@ import Glibc
 /// The kernel drops the lock when the owner dies, so a dead owner's name can be taken
 /// again, and a live owner's never. After locking, the holder checks that the path still
 /// names the file it locked: if a departing owner unlinked it meanwhile, it tries again.
+/// It empties the file, and writes its pid into it only once its port's socket listens
+/// (`announceOwner()`): a held lock with a pid is a port that can be reached.
 ///
 /// A child forked while the lock is held shares its open file description: closing the
 /// child's copy of the descriptor (at its exit, `exec` or `release`) leaves the parent's
@@ -20,7 +22,8 @@ final class NameLock {
     /// closes that process's copy of the descriptor.
     private let processID: pid_t
 
-    /// Takes the lock for `name`, writing our pid into it; `nameInUse` if a live process holds it.
+    /// Takes the lock for `name`, emptying the file (see `announceOwner()`); `nameInUse` if a
+    /// live process holds it.
     init(name: String, directory: String) throws(PortError) {
         let path = "\(directory)/\(name).lock"
         self.path = path
@@ -50,8 +53,16 @@ final class NameLock {
             Kernel.close(fd) // unlinked by its previous owner between our open and lock
             if attempts > 100 { throw .nameInUse(name, holder: nil) }
         }
-        // The pid is for `nameInUse(holder:)` and the tool's listing only: a lock file
-        // without it still holds the name.
+        // A dead owner's pid goes at once: until `announceOwner()` the file is empty, so
+        // that no watcher takes the previous owner's pid, or the name, for a live port's.
+        _ = try? Kernel.overwrite(fd, with: [])
+    }
+
+    /// Writes our pid into the lock file: the last step of a registration, once the port's
+    /// socket listens, which a `PortNameWatch` takes for the name's appearance. The pid is
+    /// also for `nameInUse(holder:)` and the tool's listing: a lock file without it (a port
+    /// being registered) still holds the name.
+    func announceOwner() {
         _ = try? Kernel.overwrite(fd, with: Array("\(processID)\n".utf8))
     }
 
@@ -96,6 +107,18 @@ final class NameLock {
         let count = buffer.withUnsafeMutableBytes { (try? Kernel.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: $0[..<31]), at: 0)) ?? 0 }
         let digits = buffer.prefix(count).prefix { $0 >= 0x30 && $0 <= 0x39 }
         return pid_t(String(decoding: digits, as: UTF8.self))
+    }
+
+    /// The pid of an owner that announced itself (`announceOwner()`): the file's whole
+    /// content, digits and a newline; nil while it is empty or being written.
+    static func announcedPID(_ fd: Int32) -> pid_t? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { (try? Kernel.pread(fd, into: $0, at: 0)) ?? 0 }
+        guard count >= 2, count < 32, buffer[count - 1] == 0x0A else { return nil }
+        let digits = buffer.prefix(count - 1)
+        guard digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let pid = pid_t(String(decoding: digits, as: UTF8.self)),
+              pid > 0 else { return nil }
+        return pid
     }
 
     private static func stillNamesFile(path: String, fd: Int32) -> Bool {

@@ -51,8 +51,11 @@ final class PortDirectory: @unchecked Sendable {
                             socketPath: socketPath, nameLock: nameLock)
     }
 
-    /// Makes a reserved name resolve to `inProcess` (once its socket is bound).
+    /// Makes a reserved name resolve to `inProcess` (once its socket is bound), then, last,
+    /// writes the owner's pid into the name's lock file: from then on another process sees
+    /// the name live and reachable (`PortNameWatch` reports it appeared).
     func publish(_ registration: Registration, inProcess: PortAddress) {
+        defer { registration.nameLock.announceOwner() }
         lock.withLock {
             names[registration.name] = inProcess
             aliases[registration.ipcAddress] = inProcess
