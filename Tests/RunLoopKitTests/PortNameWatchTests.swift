@@ -132,6 +132,26 @@ final class PortNameWatchTests: XCTestCase {
         XCTAssertNotNil(owner.waitForExit())
     }
 
+    func testANameBeingRegisteredAppearsOnlyWithItsLastStep() throws {
+        // A registration stopped half-way: the name's lock taken, a socket file there (here a
+        // dead owner's, which a listening socket would replace), the port not yet published.
+        let name = uniqueName("halfway")
+        let events = LockedValue<[PortNameEvent]>([])
+        let reserved = try PortDirectory.shared.reserve(name)
+        XCTAssertEqual(mknod(reserved.socketPath, S_IFSOCK | 0o600, 0), 0)
+        let watch = try watch(name, into: events)
+        runUntil(events, count: 1)
+        runALittleMore()
+        XCTAssertEqual(events.withLock { $0 }, [.vanished], "appeared before the owner's last step")
+        PortDirectory.shared.publish(reserved, inProcess: PortAddress(unchecked: "inproc://watch-halfway"))
+        runUntil(events, count: 2)
+        XCTAssertEqual(events.withLock { $0 }, [.vanished, .appeared(try address(of: name))])
+        PortDirectory.shared.withdraw(reserved)
+        runUntil(events, count: 3)
+        XCTAssertEqual(events.withLock { $0 }.last, .vanished)
+        watch.invalidate()
+    }
+
     // MARK: - Alternation
 
     func testEventsAlternateAcrossInvalidationAndRegistrationAgain() throws {
