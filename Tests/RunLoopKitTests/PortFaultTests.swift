@@ -18,9 +18,9 @@ final class PortFaultTests: XCTestCase {
         directory, name = sys.argv[1], sys.argv[2]
         lock = os.open(f"{directory}/{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.fcntl(lock, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
-        os.write(lock, f"{os.getpid()}\\n".encode())
         port = zmq.Context().socket(zmq.ROUTER)
         port.bind(f"ipc://{directory}/{name}.sock")
+        os.write(lock, f"{os.getpid()}\\n".encode())
         print("ready", flush=True)
         if port.poll(30000):
             port.recv_multipart()
