@@ -53,10 +53,16 @@ public enum PortNameEvent: Sendable, Equatable, CustomStringConvertible {
 /// files changed. Making a watch costs more than watching: `inotify_add_watch` on the
 /// directory walks the kernel's cached entries of it, negative ones included (0.6-0.9 ms of
 /// CPU measured in a directory that thousands of test names had passed through; a name
-/// appearing costs the watching thread about 0.1 ms). Invalidating the watch closes its descriptors (on its loop's thread, at
-/// its next pass, if it is on a loop); so does its release once it is on no loop (removed
-/// from its modes) and nothing else holds it. Closing an inotify descriptor waits for the
-/// kernel's SRCU grace period: that close can hold the loop's thread for some milliseconds.
+/// appearing costs the watching thread about 0.1 ms). Invalidating the watch closes its
+/// descriptors (on its loop's thread, at its next pass, if it is on a loop); so does its
+/// release once it is on no loop (removed from its modes) and nothing else holds it.
+/// Closing an inotify descriptor waits for the kernel's SRCU grace period: that close can
+/// hold the loop's thread for some milliseconds.
+///
+/// One window is left: for the few microseconds between a new owner taking a dead owner's
+/// lock and emptying its file, the file still names the dead owner; were that pid already
+/// reused by a live process, the watch could report the name appeared early (then vanished
+/// and appeared again as the new owner's steps come: the events still alternate).
 ///
 /// Like every source it lives in modes: the handler runs only while its loop runs in one of
 /// the modes it was added to; what happens while the loop runs in another mode is reported
