@@ -323,6 +323,30 @@ final class PortNameWatchTests: XCTestCase {
         XCTAssertNotNil(owner.waitForExit())
     }
 
+    func testAnIdleWatchSleepsInThePollSet() throws {
+        // Watching a held name (its owner's pidfd in the set) while nothing happens to it:
+        // the loop sleeps. Other processes' names in the shared directory may wake it a few
+        // times; a descriptor left ready would wake it thousands.
+        let name = uniqueName("idle")
+        let loop = ThreadRunLoop.current
+        let port = try LocalPort(name: name)
+        let events = LockedValue<[PortNameEvent]>([])
+        let watch = try watch(name, into: events)
+        runUntil(events, count: 1)
+        var wakeUps = 0
+        let observer = LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }
+        loop.add(observer, to: .default)
+        let before = threadCPUTime()
+        _ = loop.run(mode: .default, timeout: .milliseconds(300), returnAfterSourceHandled: false)
+        let spent = threadCPUTime() - before
+        observer.invalidate()
+        XCTAssertLessThanOrEqual(wakeUps, 50, "the watch's descriptors do not keep waking the loop")
+        XCTAssertLessThan(spent, .milliseconds(20), "no spinning while the name stays held")
+        XCTAssertEqual(events.withLock { $0 }, [.appeared(try address(of: name))])
+        watch.invalidate()
+        port.invalidate()
+    }
+
     func testANameNoPortCanHaveCannotBeWatched() {
         XCTAssertThrowsError(try PortNameWatch(name: "../escape") { _ in }) { error in
             guard case .invalidName = error as? PortError else { return XCTFail("\(error)") }
