@@ -9,6 +9,9 @@ let examples = [
 ]
 /// The examples that take no command-line arguments, so do not import ArgumentParser.
 let examplesWithoutArguments: Set = ["custom-source", "timers", "actor-worker"]
+/// The funnels' errno-injection seam (`ErrnoInjection`), for the tests of their retry and
+/// failure paths: compiled into debug builds only, so release funnels have no check at all.
+let errnoInjection: [SwiftSetting] = [.define("ERRNO_INJECTION", .when(configuration: .debug))]
 
 let package = Package(
     name: "RunLoopKit",
@@ -40,7 +43,7 @@ let package = Package(
         .target(name: "CAcceptGuard"),
         // The layers, lowest first; each target imports only the ones above it in this list.
         // System calls through one funnel with typed errno, locks, time, threads, signals.
-        .target(name: "RunLoopSystem", dependencies: ["CLinuxPoll", "CSignalRelay"]),
+        .target(name: "RunLoopSystem", dependencies: ["CLinuxPoll", "CSignalRelay"], swiftSettings: errnoInjection),
         // libzmq's sockets, options, CURVE and socket monitors, over RunLoopSystem.
         .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "CFramePool", "CAcceptGuard", "RunLoopSystem"]),
         // The wire format as bytes only (docs/wire-format.md): no socket, no port.
@@ -111,7 +114,7 @@ let package = Package(
         // A test target per layer: each imports its own layer with @testable and lower layers
         // plainly, where a test needs them to set up (RunLoopKitTests imports RunLoopCore
         // with @testable where a test reads a core internal: docs/architecture.md).
-        .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem"]),
+        .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem"], swiftSettings: errnoInjection),
         .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "CFramePool", "RunLoopTestSupport"]),
         .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
         // The bench's verdicts and reports (its measurements are judged by running it).

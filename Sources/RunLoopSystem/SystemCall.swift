@@ -46,6 +46,8 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let connectionRefused = Code(rawValue: ECONNREFUSED)
         /// `EMFILE`: the process or the ZeroMQ context ran out of descriptors or sockets.
         public static let tooManyOpenFiles = Code(rawValue: EMFILE)
+        /// `ENFILE`: the system ran out of open files (every process's, not this one's limit).
+        public static let tooManyOpenFilesInSystem = Code(rawValue: ENFILE)
         /// `EHOSTUNREACH`: the message cannot be routed (a ROUTER's unknown or gone peer).
         public static let hostUnreachable = Code(rawValue: EHOSTUNREACH)
         /// `EMSGSIZE`: the message is too large.
@@ -116,12 +118,23 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
 /// Runs a system call that returns -1 and sets `errno` on failure, retrying on `EINTR`.
 ///
 /// Every system call RunLoopKit makes goes through here, so that `errno` is read at
-/// the failure point and an interrupted call is never mistaken for a failure.
+/// the failure point and an interrupted call is never mistaken for a failure. Debug
+/// builds let tests fail chosen attempts (`ErrnoInjection`); release builds have no such check.
 @inlinable @inline(__always)
 @discardableResult
 package func systemCall<T: FixedWidthInteger>(_ name: @autoclosure () -> String, _ body: () -> T) throws(SystemCallError) -> T {
     while true {
+        #if ERRNO_INJECTION
+        let result: T
+        if let forced = injectedErrno(name) {
+            Glibc.errno = forced
+            result = -1
+        } else {
+            result = body()
+        }
+        #else
         let result = body()
+        #endif
         if result != -1 { return result }
         let code = Glibc.errno
         if code == EINTR { continue }
