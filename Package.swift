@@ -45,7 +45,8 @@ let package = Package(
         // System calls through one funnel with typed errno, locks, time, threads, signals.
         .target(name: "RunLoopSystem", dependencies: ["CLinuxPoll", "CSignalRelay"], swiftSettings: errnoInjection),
         // libzmq's sockets, options, CURVE and socket monitors, over RunLoopSystem.
-        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "CFramePool", "CAcceptGuard", "RunLoopSystem"]),
+        .target(name: "RunLoopZMQ", dependencies: ["CZeroMQ", "CFramePool", "CAcceptGuard", "RunLoopSystem"],
+                swiftSettings: errnoInjection),
         // The wire format as bytes only (docs/wire-format.md): no socket, no port.
         .target(name: "RunLoopWire"),
         // The run loop: modes, sources, timers, observers, performs, the poller and the
@@ -115,7 +116,8 @@ let package = Package(
         // plainly, where a test needs them to set up (RunLoopKitTests imports RunLoopCore
         // with @testable where a test reads a core internal: docs/architecture.md).
         .testTarget(name: "RunLoopSystemTests", dependencies: ["RunLoopSystem"], swiftSettings: errnoInjection),
-        .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "CFramePool", "RunLoopTestSupport"]),
+        .testTarget(name: "RunLoopZMQTests", dependencies: ["RunLoopZMQ", "RunLoopSystem", "CZeroMQ", "CFramePool", "RunLoopTestSupport"],
+                    swiftSettings: errnoInjection),
         .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
         // The bench's verdicts and reports (its measurements are judged by running it).
         .testTarget(name: "RunLoopKitBenchTests", dependencies: ["RunLoopKitBench"]),

@@ -17,7 +17,7 @@ import Synchronization
 @inlinable
 package func zmqCall(_ name: String, _ body: () -> Int32) throws(SystemCallError) -> Int32 {
     while true {
-        let result = body()
+        let result = attempt(name, body)
         if result != -1 { return result }
         let code = zmq_errno()
         if code == EINTR { try zmqInterrupted(name); continue }
@@ -32,7 +32,7 @@ package func zmqCall(_ name: String, _ body: () -> Int32) throws(SystemCallError
 @inlinable
 package func zmqNonBlockingCall(_ name: String, _ body: () -> Int32) throws(SystemCallError) -> Int32? {
     while true {
-        let result = body()
+        let result = attempt(name, body)
         if result != -1 { return result }
         let code = zmq_errno()
         if code == EINTR { try zmqInterrupted(name); continue }
@@ -46,10 +46,28 @@ package func zmqNonBlockingCall(_ name: String, _ body: () -> Int32) throws(Syst
 /// Used for `zmq_ctx_new` and `zmq_socket`, which are not retried: they never report `EINTR`.
 @inline(__always)
 package func zmqCall(_ name: String, _ body: () -> UnsafeMutableRawPointer?) throws(SystemCallError) -> UnsafeMutableRawPointer {
+    #if ERRNO_INJECTION
+    if let forced = injectedErrno({ name }) {
+        throw SystemCallError(code: SystemCallError.Code(rawValue: forced), call: name)
+    }
+    #endif
     guard let pointer = body() else {
         throw SystemCallError(code: SystemCallError.Code(rawValue: zmq_errno()), call: name)
     }
     return pointer
+}
+
+/// One attempt of a ZeroMQ call: `body()`, or in debug builds the failure a test forces
+/// (`ErrnoInjection`: -1 with `errno`, which `zmq_errno()` reads, set; the call not made).
+@inlinable @inline(__always)
+func attempt(_ name: String, _ body: () -> Int32) -> Int32 {
+    #if ERRNO_INJECTION
+    if let forced = injectedErrno({ name }) {
+        errno = forced
+        return -1
+    }
+    #endif
+    return body()
 }
 
 /// The pid of the process that made this process image's first ZeroMQ context (0 before
