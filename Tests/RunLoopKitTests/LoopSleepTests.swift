@@ -5,7 +5,7 @@ import RunLoopTestSupport
 import XCTest
 
 /// Where a loop sleeps: on a futex while it has no port, in its poll set from its first port on.
-final class PollerTests: XCTestCase {
+final class LoopSleepTests: XCTestCase {
     func testLoopsWithoutPortsHoldNoDescriptors() {
         let before = ProcessResources.measure().descriptors
         let loops = (0..<20).map { _ in ThreadRunLoop.makeForAdoption() }
