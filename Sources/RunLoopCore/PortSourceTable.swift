@@ -23,17 +23,15 @@ struct PortSourceTable {
     /// registration while that is in the descriptor table, and by a pass delivering its
     /// messages. It does not hold its registration, so that neither keeps the other alive
     /// once the port has left.
-    final class Entry {
+    final class Entry: IntrusiveQueueNode {
         let port: any PortSourceDriver
         // Loop thread only, like the table; see architecture.md, exclusivity checks.
         @exclusivity(unchecked) var modeCount = 1
         /// Paused by a message stream's back-pressure: its descriptor wants nothing and none
         /// of its messages is delivered (see `setPaused`).
         @exclusivity(unchecked) var isPaused = false
-        /// Whether the entry is in the ready queue, so queueing never searches the queue.
-        @exclusivity(unchecked) var isQueued = false
-        /// The next entry of the ready queue while this one is queued (see `readyHead`).
-        @exclusivity(unchecked) fileprivate var nextQueued: Unmanaged<Entry>?
+        /// The entry's place in the ready queue (`ready`), and whether it has one.
+        @exclusivity(unchecked) var queueLinks = IntrusiveQueueLinks<Entry>()
         /// False once the port has left the loop. Whoever still holds the entry then (a pass
         /// delivering its message, a report for its registration) must leave it alone: a port
         /// added again gets a new entry and a new registration.
@@ -52,11 +50,10 @@ struct PortSourceTable {
 
     private var byPort: [ObjectIdentifier: Member] = [:]
     /// The ready queue: ready ports in the order they became ready, served round-robin,
-    /// linked through their entries (`nextQueued`). The links are unretained: an entry is
-    /// queued only while `byPort` holds it (`removed` and `removeAll` take it off first).
+    /// linked through their entries. The links are unretained: an entry is queued only
+    /// while `byPort` holds it (`removed` and `removeAll` take it off first).
     /// (hot-path: unretained-links (docs/optimization-tips.md))
-    private var readyHead: Unmanaged<Entry>?
-    private var readyTail: Unmanaged<Entry>?
+    private var ready = IntrusiveQueue<Entry>()
     /// The entry of the port the last send went through, while that port is in the loop:
     /// a requester sends every request on the same connection, and finding its entry
     /// again in `byPort` (hashing the port, probing the table) cost a fifth of what the
@@ -80,7 +77,7 @@ struct PortSourceTable {
         // processing the socket's commands first could process a peer's disconnect before
         // the reply it sent just before, and libzmq drops what a connecting socket's
         // closed connection still held.
-        enqueue(entry)
+        ready.append(entry)
     }
 
     /// Counts one mode less for `port`, leaving the poll set when it is in none.
@@ -95,7 +92,7 @@ struct PortSourceTable {
         byPort[ObjectIdentifier(port)] = nil
         entry.isRegistered = false
         if lastSentOn === entry { lastSentOn = nil }
-        dequeue(entry)
+        ready.remove(entry)
         port.detachedFromLoop()
     }
 
@@ -107,29 +104,23 @@ struct PortSourceTable {
     mutating func descriptorReady(_ entry: Entry, runningMode items: ModeItems) {
         guard entry.isRegistered, !entry.isPaused else { return }
         if items.contains(port: entry.port) || entry.port.hasPendingMessage() {
-            enqueue(entry)
+            ready.append(entry)
         } else {
-            dequeue(entry)
+            ready.remove(entry)
         }
     }
 
     /// The first ready port that is in `items`' mode and not paused. (`mutating`, though
     /// it changes nothing: hot-path: mutating-in-place (docs/optimization-tips.md).)
     mutating func nextReady(in items: ModeItems) -> Entry? {
-        var queued = readyHead
-        while let current = queued {
-            let entry = current.takeUnretainedValue()
-            if !entry.isPaused && items.contains(port: entry.port) { return entry }
-            queued = entry.nextQueued
-        }
-        return nil
+        ready.first { !$0.isPaused && items.contains(port: $0.port) }
     }
 
     /// Takes `entry` off the ready queue before one of its messages is delivered.
     /// (Delivery runs user code, which may add or remove ports, so it happens outside
     /// any mutation of the table: see `ThreadRunLoop.deliverMessages(from:in:_:)`.)
     mutating func willDeliver(from entry: Entry) {
-        dequeue(entry)
+        ready.remove(entry)
     }
 
     /// Requeues `entry` at the back unless the receive found it drained (or it was removed
@@ -141,7 +132,7 @@ struct PortSourceTable {
     mutating func didDeliver(from entry: Entry, _ outcome: PortDelivery, askingFirst: Bool = false) {
         guard outcome != .empty, entry.isRegistered else { return }
         if askingFirst && entry.port.canAskInsteadOfDraining && !entry.port.hasPendingMessage() { return }
-        enqueue(entry)
+        ready.append(entry)
     }
 
     /// After a send on `port`'s socket, which may have taken the socket's pending commands
@@ -161,9 +152,9 @@ struct PortSourceTable {
             lastSentOn = found
         }
         if port.hasPendingMessage() {
-            enqueue(entry)
+            ready.append(entry)
         } else {
-            dequeue(entry)
+            ready.remove(entry)
         }
     }
 
@@ -171,7 +162,7 @@ struct PortSourceTable {
     /// receive from it), as the table knows it: a question to the table only, never to
     /// the socket, so that a snapshot changes nothing.
     func isQueuedAsReady(_ port: any PortSourceDriver) -> Bool {
-        byPort[ObjectIdentifier(port)]?.entry.isQueued ?? false
+        byPort[ObjectIdentifier(port)]?.entry.queueLinks.isQueued ?? false
     }
 
     /// Pauses a port without taking it out of its modes (a message stream's back-pressure):
@@ -183,7 +174,7 @@ struct PortSourceTable {
         guard member.entry.isPaused != paused else { return true }
         member.entry.isPaused = paused
         descriptors.markChanged(member.registration)
-        if !paused { enqueue(member.entry) } // signals that came while it was out of the poll set: the receive finds out
+        if !paused { ready.append(member.entry) } // signals that came while it was out of the poll set: the receive finds out
         return true
     }
 
@@ -201,49 +192,12 @@ struct PortSourceTable {
     mutating func removeAll(descriptors: inout DescriptorTable, poller: Poller) {
         let members = byPort.values
         byPort.removeAll()
-        readyHead = nil
-        readyTail = nil
+        ready.removeAll()
         lastSentOn = nil
         for member in members {
             descriptors.unregister(member.registration, poller: poller)
             member.entry.isRegistered = false
-            member.entry.isQueued = false
-            member.entry.nextQueued = nil
             member.entry.port.detachedFromLoop()
         }
-    }
-
-    private mutating func enqueue(_ entry: Entry) {
-        guard !entry.isQueued else { return }
-        entry.isQueued = true
-        entry.nextQueued = nil
-        let queued = Unmanaged.passUnretained(entry)
-        if let tail = readyTail {
-            tail._withUnsafeGuaranteedRef { $0.nextQueued = queued }
-        } else {
-            readyHead = queued
-        }
-        readyTail = queued
-    }
-
-    private mutating func dequeue(_ entry: Entry) {
-        guard entry.isQueued else { return }
-        let target = Unmanaged.passUnretained(entry).toOpaque()
-        var previous: Unmanaged<Entry>?
-        var queued = readyHead
-        while let current = queued, current.toOpaque() != target {
-            previous = current
-            queued = current._withUnsafeGuaranteedRef { $0.nextQueued }
-        }
-        guard queued != nil else { return assertionFailure("a queued port source is not in the ready queue") }
-        let next = entry.nextQueued
-        if let previous {
-            previous._withUnsafeGuaranteedRef { $0.nextQueued = next }
-        } else {
-            readyHead = next
-        }
-        if next == nil { readyTail = previous }
-        entry.nextQueued = nil
-        entry.isQueued = false
     }
 }
