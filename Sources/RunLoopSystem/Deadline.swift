@@ -54,7 +54,4 @@ extension Duration {
     package var totalNanoseconds: Int64 {
         Int64(clamping: attoseconds / 1_000_000_000)
     }
-
-    /// The duration in seconds, as a `Double`.
-    package var inSeconds: Double { Double(totalNanoseconds) / 1e9 }
 }

@@ -30,9 +30,6 @@ extension ZMQSocketOption where Value == Int32 {
     /// never (libzmq's default is 30,000). Set before binding: a listener's connections
     /// take the value it had when it was bound.
     package static var handshakeInterval: Self { Self(name: ZMQ_HANDSHAKE_IVL) }
-    /// `ZMQ_RECONNECT_IVL_MAX`, in milliseconds: with it, the wait doubles after each
-    /// failed try up to this much; 0 (the default) keeps `reconnectInterval` for ever.
-    package static var reconnectIntervalMax: Self { Self(name: ZMQ_RECONNECT_IVL_MAX) }
 }
 
 extension ZMQSocketOption where Value == Int64 {

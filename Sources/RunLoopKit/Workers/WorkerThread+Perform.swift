@@ -33,10 +33,3 @@ extension WorkerThread: LoopHandOff, LoopHandOffTarget {
         loop.cancelPerformRequests(tagged: tag)
     }
 }
-
-extension PerformRequest {
-    /// Blocks until the request has run; throws `cancelled()` if it never will.
-    func waitUntilDone(cancelled: () -> RunLoopError) throws(RunLoopError) {
-        guard waitUntilFinished() == .done else { throw cancelled() }
-    }
-}
