@@ -74,10 +74,9 @@ package enum Kernel {
         var offset = 0
         while offset < bytes.count {
             let start = offset
-            let written = bytes.withUnsafeBytes { buffer in
-                Result { () throws(SystemCallError) in try write(fd, UnsafeRawBufferPointer(rebasing: buffer[start...])) }
+            offset += try bytes.withUnsafeBufferPointer { buffer throws(SystemCallError) in
+                try write(fd, UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(buffer)[start...]))
             }
-            offset += try written.get()
         }
     }
 

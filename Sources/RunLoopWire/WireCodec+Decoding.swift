@@ -143,15 +143,15 @@ extension WireCodec {
         _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value
     ) throws(WireFormatError) -> Value {
         let bytes = frames.flatMap { $0 }
-        let result = bytes.withUnsafeBytes { all -> Result<Value, WireFormatError> in
+        return try bytes.withUnsafeBufferPointer { buffer throws(WireFormatError) in
+            let all = UnsafeRawBufferPointer(buffer)
             var offset = 0
             let views = frames.map { frame in
                 defer { offset += frame.count }
                 return UnsafeRawBufferPointer(rebasing: all[offset..<offset + frame.count])
             }
-            return views.withUnsafeBufferPointer { lent in Result { () throws(WireFormatError) in try body(lent) } }
+            return try views.withUnsafeBufferPointer { lent throws(WireFormatError) in try body(lent) }
         }
-        return try result.get()
     }
 
     /// Checks `frames` against the format and `limits`, all but the addresses.

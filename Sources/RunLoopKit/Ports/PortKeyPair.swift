@@ -153,12 +153,11 @@ enum PortKeyFile {
         var count = 0
         while count < maxBytes {
             let start = count
-            let result = bytes.withUnsafeMutableBytes { buffer in
-                Result { () throws(SystemCallError) in
-                    try Kernel.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[start...]))
+            let read = try asPortError { () throws(SystemCallError) in
+                try bytes.withUnsafeMutableBufferPointer { buffer throws(SystemCallError) in
+                    try Kernel.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[start...]))
                 }
             }
-            let read = try asPortError { () throws(SystemCallError) in try result.get() }
             if read == 0 { break }
             count += read
         }
