@@ -22,9 +22,15 @@ struct RoutingID: Sendable, Equatable {
     }
 
     /// Lends `body` the id's bytes.
-    func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        if let longer { return longer.withUnsafeBytes(body) }
-        return Swift.withUnsafeBytes(of: inline) { body(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+    func withUnsafeBytes<Result, Failure: Error>(
+        _ body: (UnsafeRawBufferPointer) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        if let longer {
+            return try longer.withUnsafeBufferPointer { bytes throws(Failure) in try body(UnsafeRawBufferPointer(bytes)) }
+        }
+        return try Swift.withUnsafeBytes(of: inline) { bytes throws(Failure) in
+            try body(UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+        }
     }
 
     static func == (lhs: RoutingID, rhs: RoutingID) -> Bool {

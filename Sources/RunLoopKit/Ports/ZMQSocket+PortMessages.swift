@@ -21,10 +21,10 @@ extension ZMQSocket {
     func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64 = 0, dontWait: Bool,
               via returnPath: ReturnPath? = nil) throws(SystemCallError) -> Bool {
         if let returnPath {
-            let accepted = returnPath.routingID.withUnsafeBytes { routingID in
-                Result { () throws(SystemCallError) in try sendFrame(routingID, more: true, dontWait: dontWait) }
+            let accepted = try returnPath.routingID.withUnsafeBytes { routingID throws(SystemCallError) in
+                try sendFrame(routingID, more: true, dontWait: dontWait)
             }
-            guard try accepted.get() else { return false } // nothing was queued
+            guard accepted else { return false } // nothing was queued
             if returnPath.hasDelimiter { try sendFrame([], more: true) }
             return try send(message, as: kind, correlationID: correlationID, dontWait: false)
         }
@@ -32,11 +32,9 @@ extension ZMQSocket {
         // holds: no layout pass, one copy of the component. hot-path: borrow-not-copy (docs/optimization-tips.md)
         if message.replyPort == nil, message.components.count == 1, case .data(let bytes) = message.components[0] {
             let id = message.id
-            return try bytes.withUnsafeBytes { data in
-                Result { () throws(SystemCallError) in
-                    try send(id: id, data: data, as: kind, correlationID: correlationID, dontWait: dontWait)
-                }
-            }.get()
+            return try bytes.withUnsafeBufferPointer { data throws(SystemCallError) in
+                try send(id: id, data: UnsafeRawBufferPointer(data), as: kind, correlationID: correlationID, dontWait: dontWait)
+            }
         }
         // Read field by field; the closures capture only what they use.
         // hot-path: borrow-not-copy (docs/optimization-tips.md)
@@ -100,10 +98,9 @@ extension ZMQSocket {
 
     /// Sends a frame after the first, which libzmq never makes wait (see `send(_:dontWait:)`).
     private func sendFrame(_ bytes: [UInt8], more: Bool) throws(SystemCallError) {
-        let sent = bytes.withUnsafeBytes { buffer in
-            Result { () throws(SystemCallError) in try sendFrame(buffer, more: more, dontWait: false) }
+        _ = try bytes.withUnsafeBufferPointer { buffer throws(SystemCallError) in
+            try sendFrame(UnsafeRawBufferPointer(buffer), more: more, dontWait: false)
         }
-        _ = try sent.get()
     }
 
 }
