@@ -62,7 +62,9 @@ final class MessageSenderTests: XCTestCase {
     /// user as "Peer-Address".
     private func runForger(_ endpoint: String, text: String) throws -> (run: SecurityPeerRun, forgedKey: String) {
         let forgedKey = try PortKeyPair.generate().publicKey
-        let run = try runSecurityPeer(["--endpoint", endpoint, "--text", text, "--user-id", forgedKey,
+        // `--user-id=KEY`, one argument: a Z85 key may begin with "-", which argparse would
+        // take for an option of its own.
+        let run = try runSecurityPeer(["--endpoint", endpoint, "--text", text, "--user-id=\(forgedKey)",
                                        "--peer-address", "localhost:4242:4242:1"], script: "zmtp_forger.py")
         return (run, forgedKey)
     }
