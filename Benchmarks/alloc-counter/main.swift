@@ -121,12 +121,12 @@ final class CountingServer: @unchecked Sendable {
         let port = try worker.performAndWait { [unowned self] () throws -> RemotePort in
             let port = try LocalPort()
             if borrowing {
-                port.borrowingHandler = { [unowned self] _ in
+                port.handler = .borrowing { [unowned self] _ in
                     count()
                     return nil
                 }
             } else {
-                port.handler = { [unowned self] message in
+                port.handler = .returning { [unowned self] message in
                     if keeping { kept = message }
                     count()
                     return reply ? message : nil

@@ -74,6 +74,21 @@ extension LoopHandOff {
         return try target.enqueueHandOff(inModes: modes, tag: tag, target.tracking(work))
     }
 
+    /// Queues `work` with `value` moved to it, as `perform(inModes:tag:_:)` does: for a
+    /// noncopyable value (a `ReplyRight`, say), which an escaping closure cannot capture and
+    /// consume. `work` consumes the value on the target loop's thread; if the request never
+    /// runs (cancelled, the loop gone), the value is dropped with it. Any thread.
+    @discardableResult
+    public func perform<Value: ~Copyable & Sendable>(moving value: consuming Value, inModes modes: [LoopMode] = [.common],
+                                                     tag: String? = nil,
+                                                     _ work: @escaping @Sendable (consuming Value) -> Void)
+        throws(HandOffFailure) -> PerformRequest {
+        let moved = MovedValue(value)
+        return try perform(inModes: modes, tag: tag) {
+            if let value = moved.take() { work(value) }
+        }
+    }
+
     /// Runs `work` on the target loop's thread and returns its result, rethrowing its error
     /// (`waitUntilDone:YES`). On that thread it runs at once; from another thread it is
     /// queued and the caller blocks until it ran. Throws `RunLoopError.loopTerminated` if a
@@ -157,5 +172,20 @@ final class HandOffResult<Value>: @unchecked Sendable {
     func get() throws -> Value {
         if let error { throw error }
         return value.unsafelyUnwrapped
+    }
+}
+
+/// A noncopyable value on its way into an escaping closure: taken out once, by the closure;
+/// dropped with the box if the closure never runs.
+final class MovedValue<Value: ~Copyable & Sendable>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: Value? // protected by lock
+
+    init(_ value: consuming Value) { self.value = consume value }
+
+    func take() -> Value? {
+        lock.lock()
+        defer { lock.unlock() }
+        return value.take()
     }
 }

@@ -317,9 +317,9 @@ final class LocalPortTests: XCTestCase {
             var delivered: [Int32] = []
             let port = try LocalPort()
             if borrowing {
-                port.borrowingHandler = { message in delivered.append(message.id); return nil }
+                port.handler = .borrowing { message in delivered.append(message.id); return nil }
             } else {
-                port.handler = { message in delivered.append(message.id); return nil }
+                port.handler = .returning { message in delivered.append(message.id); return nil }
             }
             loop.add(port, to: .default)
             let before = loop.counters.messagesDropped[.lateReply]!

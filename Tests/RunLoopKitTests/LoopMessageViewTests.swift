@@ -7,7 +7,7 @@ import RunLoopZMQ
 import XCTest
 
 /// A port's borrowing handler: the message read where libzmq received it, lent for the
-/// call (`LocalPort.borrowingHandler`, `LoopMessageView`).
+/// call (`PortHandler.borrowing`, `LoopMessageView`).
 final class LoopMessageViewTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
 
@@ -15,7 +15,7 @@ final class LoopMessageViewTests: XCTestCase {
         let other = try LocalPort { _ in nil }
         var seen: [String] = []
         let port = try LocalPort()
-        port.borrowingHandler = { view in
+        port.handler = .borrowing { view in
             XCTAssertFalse(view.isRequest)
             XCTAssertEqual(view.componentCount, 3)
             XCTAssertEqual(view.data(at: 0).map { String(decoding: $0, as: UTF8.self) }, "first")
@@ -44,7 +44,7 @@ final class LoopMessageViewTests: XCTestCase {
         let text = String(repeating: "lent until the handler returns; ", count: 8)
         var read: [String] = []
         let port = try LocalPort()
-        port.borrowingHandler = { [unowned port] view in
+        port.handler = .borrowing { [unowned port] view in
             port.invalidate() // closes the socket now, while the message's frames are lent
             read.append(view.firstData.map { String(decoding: $0, as: UTF8.self) } ?? "none")
             return nil
@@ -61,7 +61,7 @@ final class LoopMessageViewTests: XCTestCase {
         struct Refused: Error, CustomStringConvertible { var description: String { "refused" } }
         var handled = 0
         let port = try LocalPort()
-        port.borrowingHandler = { view in
+        port.handler = .borrowing { view in
             handled += 1
             guard view.isRequest else { return nil }
             guard let data = view.firstData, data.first != UInt8(ascii: "x") else { throw Refused() }
@@ -89,7 +89,7 @@ final class LoopMessageViewTests: XCTestCase {
     func testWhatABorrowingHandlerAnswersToAOneWayMessageGoesNowhere() throws {
         var handled: [Int32] = []
         let port = try LocalPort()
-        port.borrowingHandler = { view in
+        port.handler = .borrowing { view in
             handled.append(view.id)
             return view.id.isMultiple(of: 2) ? LoopMessage(id: 0, text: "nobody waits for this") : nil
         }
@@ -118,7 +118,7 @@ final class LoopMessageViewTests: XCTestCase {
                 replies.withLock { $0.append("\(error)") }
             }
         }
-        port.borrowingHandler = { view in
+        port.handler = .borrowing { view in
             let text = String(decoding: view.firstData!, as: UTF8.self)
             if text == "outer" {
                 innerRequester.withLock { $0 = TestThread { request("inner") } }
@@ -142,7 +142,7 @@ final class LoopMessageViewTests: XCTestCase {
     func testAViewStaysIntactWhileItsHandlerRunsTheLoopAndTheSamePortDeliversAgain() throws {
         var log: [String] = []
         let port = try LocalPort()
-        port.borrowingHandler = { view in
+        port.handler = .borrowing { view in
             let text = String(decoding: view.firstData!, as: UTF8.self)
             log.append("begin \(text)")
             if view.id == 1 {
@@ -170,7 +170,7 @@ final class LoopMessageViewTests: XCTestCase {
     func testMalformedMessagesNeverReachABorrowingHandlerAndAreCounted() throws {
         var delivered: [Int32] = []
         let port = try LocalPort()
-        port.borrowingHandler = { view in delivered.append(view.id); return nil }
+        port.handler = .borrowing { view in delivered.append(view.id); return nil }
         loop.add(port, to: .default)
         let raw = try ZMQSocket(type: .dealer)
         try raw.connect(port.inProcessAddress.rawValue)

@@ -5,7 +5,7 @@ import XCTest
 /// over or buffered in order, the port paused once when the buffer fills and its return
 /// asked for once when the consumer catches up, and the ends (the port's, the consumer's).
 final class PortMessageBufferStateTests: XCTestCase {
-    private typealias S = PortMessageBuffer.State<String>
+    private typealias S = PortMessageBuffer<LoopMessage>.State<String>
 
     private func message(_ id: Int32) -> LoopMessage { LoopMessage(id: id) }
 
@@ -21,7 +21,7 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testAWaitingConsumerIsHandedTheNextMessageAndNothingIsBuffered() {
-        var state = S.open(MessageQueue(), iterated: false, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: false, .flowing)
         XCTAssertTrue(state.beginIteration())
         guard case (.wait, false) = state.take(orWait: "consumer", resumeThreshold: 0) else {
             return XCTFail("nothing buffered: the consumer waits")
@@ -35,7 +35,7 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testMessagesAreBufferedInOrderAndTheFullBufferPausesThePortOnce() {
-        var state = S.open(MessageQueue(), iterated: true, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: true, .flowing)
         guard case .buffered = state.accept(message(1), capacity: 2),
               case .bufferedAndFull = state.accept(message(2), capacity: 2),
               case .buffered = state.accept(message(3), capacity: 2) else {
@@ -53,7 +53,7 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testAPauseEndsOnlyWhenThePortIsBackNotWhenItsReturnIsAsked() {
-        var state = S.open(MessageQueue(), iterated: true, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: true, .flowing)
         _ = state.accept(message(1), capacity: 1)
         XCTAssertTrue(taken(&state) == (1, true))
         guard case .buffered = state.accept(message(2), capacity: 1) else {
@@ -62,7 +62,7 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testAFinishedPortResumesTheWaitingConsumerWithTheEnd() {
-        var state = S.open(MessageQueue(), iterated: true, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: true, .flowing)
         _ = state.take(orWait: "consumer", resumeThreshold: 0)
         XCTAssertEqual(state.portFinished(), "consumer")
         XCTAssertNil(state.portFinished(), "once")
@@ -73,7 +73,7 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testAfterThePortFinishesTheConsumerStillGetsWhatWasBufferedThenTheEnd() {
-        var state = S.open(MessageQueue(), iterated: false, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: false, .flowing)
         _ = state.accept(message(1), capacity: 4)
         XCTAssertNil(state.portFinished(), "no one waits while messages are buffered")
         XCTAssertTrue(state.beginIteration(), "a stream may be iterated after its port finished")
@@ -85,7 +85,7 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testAStoppedConsumerDropsWhatIsBufferedAndDetachesOnce() {
-        var state = S.open(MessageQueue(), iterated: true, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: true, .flowing)
         _ = state.accept(message(1), capacity: 4)
         XCTAssertTrue(state.consumerStopped() == (nil, true))
         XCTAssertEqual(state.bufferedCount, 0)
@@ -98,13 +98,13 @@ final class PortMessageBufferStateTests: XCTestCase {
     }
 
     func testAConsumerCancelledWhileWaitingIsResumedWithTheEnd() {
-        var state = S.open(MessageQueue(), iterated: true, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: true, .flowing)
         _ = state.take(orWait: "consumer", resumeThreshold: 0)
         XCTAssertTrue(state.consumerStopped() == ("consumer", true))
     }
 
     func testOnlyTheFirstIteratorTakesTheStreamAndAReleasedStreamEndsOnlyIfNoneDid() {
-        var state = S.open(MessageQueue(), iterated: false, .flowing)
+        var state = S.open(MessageQueue<LoopMessage>(), iterated: false, .flowing)
         XCTAssertFalse(state.isIterated, "released now, the stream would end")
         XCTAssertTrue(state.beginIteration())
         XCTAssertFalse(state.beginIteration(), "a second iterator ends at once")

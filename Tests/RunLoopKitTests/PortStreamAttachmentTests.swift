@@ -19,7 +19,7 @@ final class PortStreamAttachmentTests: XCTestCase {
         for _ in 0..<2 { XCTAssertTrue(loop.run(mode: mode, before: .after(.seconds(10)))) }
         XCTAssertTrue(loop.isPaused(port), "the full buffer paused the port")
         var taken: [Int32] = []
-        port.handler = { message in taken.append(message.id); return nil } // ends the stream
+        port.handler = .returning { message in taken.append(message.id); return nil } // ends the stream
         XCTAssertTrue(runCurrentLoop(in: mode) { taken == [2, 3, 4, 5] }, "the new handler got \(taken)")
         XCTAssertFalse(loop.isPaused(port))
         withExtendedLifetime(stream) {}

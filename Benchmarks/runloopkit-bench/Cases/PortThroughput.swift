@@ -26,7 +26,7 @@ final class RunLoopKitThroughput: RateContender {
             let tally = Tally(expected: expected, received: received)
             let local = RunLoopKitPingPong.makePort { _ in tally.countOne(); return nil }
             if borrowing {
-                local.borrowingHandler = { _ in tally.countOne(); return nil }
+                local.handler = .borrowing { _ in tally.countOne(); return nil }
             }
             ThreadRunLoop.current.add(local, to: .default)
             port.withLock { $0 = local.remote }

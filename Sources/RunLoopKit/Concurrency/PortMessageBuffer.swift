@@ -1,16 +1,16 @@
 import RunLoopSystem
 
-/// A message stream's buffer, between the port's handler (on the port's owner thread) and
+/// A message (or request) stream's buffer, between the port's handler (on the port's owner thread) and
 /// the consumer (any thread): the messages not yet taken, the waiting consumer, and whether
 /// the port is paused out of its modes, as one `State`. See `PortMessageStream` for the policy.
 ///
 /// Thread safety: every member from any thread; `deliver` from the port's handler only.
-final class PortMessageBuffer: @unchecked Sendable {
-    typealias Consumer = CheckedContinuation<LoopMessage?, Never>
+final class PortMessageBuffer<Element: Sendable>: @unchecked Sendable {
+    typealias Consumer = CheckedContinuation<Element?, Never>
 
     let policy: PortMessageStream.BufferingPolicy
     /// The owner-thread side; set once, before the buffer is shared.
-    var attachment: PortStreamAttachment?
+    var attachment: PortStreamAttachment<Element>?
 
     private let lock = Lock()
     /// The buffered messages, the waiting consumer and the port's pause. Checked rather
@@ -18,7 +18,7 @@ final class PortMessageBuffer: @unchecked Sendable {
     /// ThreadSanitizer reports a race between a resume on a loop's thread and the resumed
     /// task when the resume beats the task's suspension (a hand-off inside the
     /// uninstrumented runtime); the checked one's is visible to it.
-    private var state = State<Consumer>.open(MessageQueue(), iterated: false, .flowing) // protected by lock
+    private var state = State<Consumer>.open(MessageQueue<Element>(), iterated: false, .flowing) // protected by lock
     /// For tests: how many times the port was paused, and the most messages buffered at once.
     private(set) var pauseCount = 0 // protected by lock
     private(set) var mostBuffered = 0 // protected by lock
@@ -30,7 +30,7 @@ final class PortMessageBuffer: @unchecked Sendable {
     // MARK: - Port side (owner thread)
 
     /// Takes a message from the port's handler.
-    func accept(_ message: LoopMessage) -> State<Consumer>.Acceptance {
+    func accept(_ message: Element) -> State<Consumer>.Acceptance {
         lock.withLock {
             let acceptance = state.accept(message, capacity: policy.capacity)
             switch acceptance {
@@ -65,7 +65,7 @@ final class PortMessageBuffer: @unchecked Sendable {
 
     /// The next message, waiting for one; nil once the stream ended. The task suspends on
     /// the caller's actor: no hop off it and back for each wait.
-    func next(isolation: isolated (any Actor)? = #isolation) async -> LoopMessage? {
+    func next(isolation: isolated (any Actor)? = #isolation) async -> Element? {
         switch take(orWait: nil) {
         case .message(let message): return message
         case .end: return nil
@@ -121,7 +121,7 @@ extension PortMessageBuffer {
 
     /// What the consumer finds.
     enum Take {
-        case message(LoopMessage)
+        case message(Element)
         case end
         case wait
     }
@@ -136,9 +136,9 @@ extension PortMessageBuffer {
         /// Messages flow from the port; nothing is buffered and the consumer waits.
         case waiting(Waiter, Pause)
         /// Messages flow from the port; the consumer, if any, is not waiting.
-        case open(MessageQueue, iterated: Bool, Pause)
+        case open(MessageQueue<Element>, iterated: Bool, Pause)
         /// The port is gone or its handler was replaced: the consumer gets what is buffered, then nil.
-        case portFinished(MessageQueue, iterated: Bool, Pause)
+        case portFinished(MessageQueue<Element>, iterated: Bool, Pause)
         /// The consumer stopped: nothing is kept.
         case consumerStopped
 
@@ -154,10 +154,10 @@ extension PortMessageBuffer {
 
         /// A message from the port: handed to the waiting consumer, or buffered (pausing
         /// the port once `capacity` are), or refused once the port or the consumer is done.
-        mutating func accept(_ message: LoopMessage, capacity: Int) -> Acceptance {
+        mutating func accept(_ message: Element, capacity: Int) -> Acceptance {
             switch self {
             case .waiting(let waiter, let pause):
-                self = .open(MessageQueue(), iterated: true, pause)
+                self = .open(MessageQueue<Element>(), iterated: true, pause)
                 return .handedOver(waiter)
             case .open(var messages, let iterated, var pause):
                 self = .consumerStopped // the queue is uniquely held while it grows
@@ -186,7 +186,7 @@ extension PortMessageBuffer {
         mutating func portFinished() -> Waiter? {
             switch self {
             case .waiting(let waiter, let pause):
-                self = .portFinished(MessageQueue(), iterated: true, pause)
+                self = .portFinished(MessageQueue<Element>(), iterated: true, pause)
                 return waiter
             case .open(let messages, let iterated, let pause):
                 self = .portFinished(messages, iterated: iterated, pause)
@@ -279,15 +279,15 @@ extension PortMessageBuffer.Pause {
 }
 
 /// A FIFO of messages: an array read from a moving head, compacted as it drains.
-struct MessageQueue {
-    private var storage: [LoopMessage] = []
+struct MessageQueue<Element> {
+    private var storage: [Element] = []
     private var head = 0
 
     var count: Int { storage.count - head }
 
-    mutating func append(_ message: LoopMessage) { storage.append(message) }
+    mutating func append(_ message: Element) { storage.append(message) }
 
-    mutating func popFirst() -> LoopMessage? {
+    mutating func popFirst() -> Element? {
         guard head < storage.count else { return nil }
         let message = storage[head]
         head += 1

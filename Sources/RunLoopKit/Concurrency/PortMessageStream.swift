@@ -30,8 +30,9 @@
 /// `noHandler` and logged), and the port resumes if it was paused. A stream is
 /// iterated once: a second iterator ends at once.
 ///
-/// A request sent to the port gets an empty reply at once (the stream's handler returns
-/// nil); use a handler for request/reply.
+/// A request sent to the port is not delivered: it is answered at once with a no reply
+/// (`PortError.noReply` for its requester) and counted as `noHandler`. Serve requests with
+/// `requests()` or a handler.
 ///
 /// Thread safety and `Sendable`: the stream may be passed to any task and iterated from
 /// any thread, by one consumer at a time (two concurrent `next()` calls trap). Its buffer
@@ -40,11 +41,11 @@ public struct PortMessageStream: AsyncSequence, Sendable {
     public typealias Element = LoopMessage
     public typealias Failure = Never
 
-    let buffer: PortMessageBuffer
+    let buffer: PortMessageBuffer<LoopMessage>
     /// Ends the stream if it is released without being iterated.
-    private let handle: StreamHandle
+    private let handle: StreamHandle<LoopMessage>
 
-    init(buffer: PortMessageBuffer) {
+    init(buffer: PortMessageBuffer<LoopMessage>) {
         self.buffer = buffer
         handle = StreamHandle(buffer: buffer)
     }
@@ -62,11 +63,11 @@ public struct PortMessageStream: AsyncSequence, Sendable {
         public typealias Element = LoopMessage
         public typealias Failure = Never
 
-        let buffer: PortMessageBuffer
+        let buffer: PortMessageBuffer<LoopMessage>
         /// Ends the stream when the iterator is released; nil for a second iterator.
-        private let lifetime: IterationLifetime?
+        private let lifetime: IterationLifetime<LoopMessage>?
 
-        init(buffer: PortMessageBuffer, lifetime: IterationLifetime?) {
+        init(buffer: PortMessageBuffer<LoopMessage>, lifetime: IterationLifetime<LoopMessage>?) {
             self.buffer = buffer
             self.lifetime = lifetime
         }
@@ -86,16 +87,16 @@ public struct PortMessageStream: AsyncSequence, Sendable {
 }
 
 /// Held by a stream and its copies: its release ends a stream that was never iterated.
-final class StreamHandle: Sendable {
-    let buffer: PortMessageBuffer
-    init(buffer: PortMessageBuffer) { self.buffer = buffer }
+final class StreamHandle<Element: Sendable>: Sendable {
+    let buffer: PortMessageBuffer<Element>
+    init(buffer: PortMessageBuffer<Element>) { self.buffer = buffer }
     deinit { buffer.streamReleased() }
 }
 
 /// Held by the iterator: its release means the consumer stopped.
-final class IterationLifetime: Sendable {
-    let buffer: PortMessageBuffer
-    init(buffer: PortMessageBuffer) { self.buffer = buffer }
+final class IterationLifetime<Element: Sendable>: Sendable {
+    let buffer: PortMessageBuffer<Element>
+    init(buffer: PortMessageBuffer<Element>) { self.buffer = buffer }
     deinit { buffer.consumerStopped() }
 }
 
@@ -137,8 +138,15 @@ extension LocalPort {
     /// pinned to the owner's loop) to miss no message. The port must be in its loop's
     /// modes for messages to flow, as with a handler. Any thread.
     public func messages(bufferingPolicy: PortMessageStream.BufferingPolicy = .default) -> PortMessageStream {
-        let buffer = PortMessageBuffer(policy: bufferingPolicy)
-        let attachment = PortStreamAttachment(port: self, buffer: buffer)
+        let buffer = PortMessageBuffer<LoopMessage>(policy: bufferingPolicy)
+        let attachment = PortStreamAttachment(port: self, buffer: buffer) { token, port in
+            .deferring { [weak port] message, right in
+                guard right == nil else {
+                    return port?.drop(.noHandler, "a request to a message stream, answered with a no reply") ?? ()
+                }
+                token.deliver(message, from: port)
+            }
+        }
         buffer.attachment = attachment
         attachment.attach()
         return PortMessageStream(buffer: buffer)

@@ -12,11 +12,13 @@ import RunLoopCore
 /// Thread safety: `requestResume`, `requestDetach` and `portFinished` from any thread (the
 /// first two hand their work to the owner thread as control actions, which run in the
 /// owner loop's next pass whatever its mode); the rest on the port's owner thread.
-final class PortStreamAttachment: @unchecked Sendable {
+final class PortStreamAttachment<Element: Sendable>: @unchecked Sendable {
     /// The owner thread's loop; weak, written in `init` only.
     private weak var ownerLoop: ThreadRunLoop?
     /// The buffer, which keeps this attachment; weak, written in `init` only.
-    private weak var buffer: PortMessageBuffer?
+    private weak var buffer: PortMessageBuffer<Element>?
+    /// Makes the stream's handler, which hands each element to `token`.
+    private let makeHandler: (HandlerToken<Element>, LocalPort) -> PortHandler
 
     // Owner thread only (or any thread once the owner is gone, when nothing else touches them).
     /// Kept while the stream is attached: while the port is paused nothing else may hold it.
@@ -26,9 +28,11 @@ final class PortStreamAttachment: @unchecked Sendable {
     /// Whether this stream paused the port.
     private var isPaused = false
 
-    init(port: LocalPort, buffer: PortMessageBuffer) {
+    init(port: LocalPort, buffer: PortMessageBuffer<Element>,
+         handler makeHandler: @escaping (HandlerToken<Element>, LocalPort) -> PortHandler) {
         self.port = port
         self.buffer = buffer
+        self.makeHandler = makeHandler
         ownerLoop = port.ownerLoop
     }
 
@@ -43,10 +47,7 @@ final class PortStreamAttachment: @unchecked Sendable {
         guard let buffer else { return }
         guard let port, port.isValid else { return buffer.portFinished() }
         let token = HandlerToken(buffer: buffer)
-        port.handler = { [weak port] message in
-            token.deliver(message, from: port)
-            return nil
-        }
+        port.handler = makeHandler(token, port)
         handlerInstalled = true
     }
 
@@ -103,21 +104,21 @@ final class PortStreamAttachment: @unchecked Sendable {
 }
 
 /// Held by the stream's handler closure alone: its release tells the stream the handler is gone.
-final class HandlerToken: Sendable {
-    private let buffer: PortMessageBuffer
+final class HandlerToken<Element: Sendable>: Sendable {
+    private let buffer: PortMessageBuffer<Element>
 
-    init(buffer: PortMessageBuffer) { self.buffer = buffer }
+    init(buffer: PortMessageBuffer<Element>) { self.buffer = buffer }
 
     deinit { buffer.portFinished() }
 
     /// The handler: hands the message to the consumer or the buffer, pausing the port when
     /// it fills; drops it (as a port without a handler would) once the consumer is gone.
-    func deliver(_ message: LoopMessage, from port: LocalPort?) {
-        switch buffer.accept(message) {
-        case .handedOver(let consumer): consumer.resume(returning: message)
+    func deliver(_ element: Element, from port: LocalPort?) {
+        switch buffer.accept(element) {
+        case .handedOver(let consumer): consumer.resume(returning: element)
         case .buffered: break
         case .bufferedAndFull: buffer.attachment?.pause()
-        case .refused: port?.drop(.noHandler, "message \(message.id) came after its stream's consumer stopped")
+        case .refused: port?.drop(.noHandler, "a message came after its stream's consumer stopped")
         }
     }
 }

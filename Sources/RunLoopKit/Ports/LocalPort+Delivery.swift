@@ -19,7 +19,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
         guard socket.isOpen else { return .empty }
-        if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
+        if case .borrowing(let borrowingHandler) = handler { return deliverInPlace(from: socket, to: borrowingHandler) }
         // The frames are given back before the handler runs: it may receive again (a nested run).
         return receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
             try decodeIncoming(frames, from: socket)
@@ -45,33 +45,138 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     private func deliver(_ envelope: consuming PortEnvelope) {
         switch envelope.kind {
         case .message:
-            guard let handler else { return drop(.noHandler, "no handler for message \(envelope.message.id)") }
-            statistics.countReceived()
-            do {
-                if let answer = try handler(envelope.message) { LocalPort.ignore(answer) }
-            } catch {
-                report(error, handling: envelope.message)
+            switch handler {
+            case .returning(let handler):
+                statistics.countReceived()
+                do {
+                    if let answer = try handler(envelope.message) { LocalPort.ignore(answer) }
+                } catch {
+                    report(error, handling: envelope.message)
+                }
+            case .deferring(let handler):
+                statistics.countReceived()
+                do { try handler(envelope.message, nil) } catch { report(error, handling: envelope.message) }
+            case .borrowing, .none:
+                drop(.noHandler, "no handler for message \(envelope.message.id)")
             }
         case .request:
-            guard let handler else { return drop(.noHandler, "no handler for request \(envelope.message.id)") }
-            statistics.countReceived()
-            // No `Result` in between: on the request path its generic copies cost more than the rest.
-            let requestID = envelope.message.id
-            do {
-                sendAnswer(try handler(envelope.message), to: requestID, correlationID: envelope.correlationID,
-                           via: envelope.returnPath)
-            } catch {
-                report(error, handling: envelope.message)
-                sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
+            switch handler {
+            case .returning(let handler):
+                statistics.countReceived()
+                // No `Result` in between: on the request path its generic copies cost more than the rest.
+                let requestID = envelope.message.id
+                do {
+                    sendAnswer(try handler(envelope.message), to: requestID, correlationID: envelope.correlationID,
+                               via: envelope.returnPath)
+                } catch {
+                    report(error, handling: envelope.message)
+                    sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
+                }
+            case .deferring(let handler):
+                deliverWithRight(envelope.message, correlationID: envelope.correlationID,
+                                 returnPath: envelope.returnPath, to: handler)
+            case .borrowing, .none:
+                refuse(requestID: envelope.message.id, correlationID: envelope.correlationID, via: envelope.returnPath)
             }
         case .reply, .failure, .noReply:
             dropReply(envelope.kind, correlationID: envelope.correlationID)
         case .cancel:
-            drop(.lateCancel, "a cancel for no request outstanding, correlation id \(envelope.correlationID)")
+            if let returnPath = envelope.returnPath {
+                cancelRequest(envelope.correlationID, from: returnPath.routingID)
+            }
         }
         // The handler is done with the message (and a request's answer, which may be the
         // request itself, is sent): its buffers serve the next one.
         storage.recycle(&envelope.message.components)
+    }
+
+    /// Delivers a request with its reply right to a deferring handler; what the right's
+    /// holder does with it answers the request (see `ReplyRightState`).
+    private func deliverWithRight(_ message: LoopMessage, correlationID: UInt64, returnPath: ReturnPath?,
+                                  to handler: DeferringHandler) {
+        guard let returnPath else { return } // a port's requests always come with their route
+        statistics.countReceived()
+        let request = OutstandingRequest(port: self, requestID: message.id, correlationID: correlationID,
+                                         returnPath: returnPath)
+        outstandingRequests.insert(request)
+        statistics.rightGiven()
+        do {
+            try handler(message, ReplyRight(request))
+            request.handlerEnded(throwing: nil)
+        } catch {
+            report(error, handling: message)
+            request.handlerEnded(throwing: error)
+        }
+    }
+
+    /// A request for a port without a handler that takes requests: answered with a no
+    /// reply at once (nobody holds its right), counted as `noHandler`.
+    private func refuse(requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?) {
+        drop(.noHandler, "no handler for request \(requestID)")
+        sendReply(LoopMessage(id: requestID), as: .noReply, correlationID: correlationID, via: returnPath)
+    }
+
+    /// A cancel from the connection `routingID`: the request it names, if that connection
+    /// sent it and it is still outstanding, is cancelled (its right reports it, its
+    /// cancellation handlers run now); else the cancel is dropped as `lateCancel`.
+    private func cancelRequest(_ correlationID: UInt64, from routingID: RoutingID) {
+        guard let request = outstandingRequests.take(correlationID, from: routingID) else {
+            return drop(.lateCancel, "a cancel for no request outstanding on its connection, correlation id \(correlationID)")
+        }
+        statistics.countCancelledRequest()
+        request.cancel()
+    }
+
+    /// Does what a reply right's holder made of it (`ReplyRightState.Action`), on the
+    /// owner thread: now if called there, else handed to the owner's loop, which does it in
+    /// its next pass whatever its mode; neither side waits. `ending`: the right is settled
+    /// now, so it leaves the table and the count. Any thread.
+    func carryOut(_ action: ReplyRightState.Action, ending: Bool, for request: OutstandingRequest) {
+        if case .none = action, !ending { return }
+        if isOwnerThread { return answer(request, with: action, ending: ending) }
+        let queued = ownerLoop?.runOnOwnerThread { [self] _ in answer(request, with: action, ending: ending) } ?? false
+        guard !queued else { return }
+        // The owner thread is gone, and the port with it: nothing can be sent.
+        if ending { statistics.rightSettled() }
+        let reason: MessageDropReason
+        switch action {
+        case .none: return
+        case .dropCancelled:
+            reason = .replyCancelled // the port's close cancelled it
+            statistics.countDropped()
+        case .send, .sendNoReply, .dropAnswered:
+            reason = .replyNotSent
+            statistics.countFailedReply()
+        }
+        RunLoopKitLog.port.debug("message dropped", metadata: [
+            "port": "\(self)", "reason": "\(reason)",
+            "detail": "the port's owner thread has exited, correlation id \(request.correlationID)",
+        ])
+    }
+
+    /// `carryOut` on the owner thread.
+    private func answer(_ request: OutstandingRequest, with action: ReplyRightState.Action, ending: Bool) {
+        if ending {
+            outstandingRequests.remove(request)
+            statistics.rightSettled()
+        }
+        let correlationID = request.correlationID
+        switch action {
+        case .none:
+            break
+        case .send(.reply(let reply)):
+            sendAnswer(reply, to: request.requestID, correlationID: correlationID, via: request.returnPath)
+        case .send(.failure(let reason)):
+            sendReply(LoopMessage(id: request.requestID, text: reason), as: .failure, correlationID: correlationID,
+                      via: request.returnPath)
+        case .sendNoReply:
+            sendReply(LoopMessage(id: request.requestID), as: .noReply, correlationID: correlationID,
+                      via: request.returnPath)
+        case .dropCancelled:
+            drop(.replyCancelled, "a reply to a request its requester gave up, correlation id \(correlationID)")
+        case .dropAnswered:
+            drop(.replyNotSent, "a second answer to a request its handler's failure answered, correlation id \(correlationID)")
+        }
     }
 
     /// Lets go of what a handler returned for a one-way message: nobody waits for it. Its
@@ -154,7 +259,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                 dropReply(header.kind, correlationID: header.correlationID)
                 return .dropped
             case .cancel:
-                drop(.lateCancel, "a cancel for no request outstanding, correlation id \(header.correlationID)")
+                cancelRequest(header.correlationID, from: RoutingID(routingID))
                 return .dropped
             }
             statistics.countReceived()

@@ -20,28 +20,23 @@ import Synchronization
 /// thread; `handler`, `register(name:)`, `requireCurve`, `bind(tcp:)` and adding to a loop on the
 /// owner thread; `allowedClients` from any thread.
 public final class LocalPort: @unchecked Sendable, CustomStringConvertible, LoopOwnedResource {
-    /// Handles a message on the owner thread. For a request, the returned message's
-    /// components are the reply, sent with the request's id (an empty reply if nil); for
-    /// other messages the return value is ignored. A handler may throw: the error is
-    /// reported (see `handlerErrorHandler`), the loop goes on, and a request whose handler
-    /// threw is answered with the failure in place of a reply: its requester's
-    /// `sendRequest` or `request` throws `PortError.remoteHandlerFailed` with the error's
-    /// description (at most 1,024 bytes), within the round trip.
+    /// Handles a message copied out (`PortHandler.returning`): for a request, the returned
+    /// message's components are the reply, sent with the request's id (an empty reply if
+    /// nil); for other messages the return value is ignored.
     public typealias Handler = (LoopMessage) throws -> LoopMessage?
 
-    /// Handles a message on the owner thread without copying it: the view lends the
-    /// message's bytes where libzmq received them, for the duration of the call (see
-    /// `LoopMessageView`), so a message costs no allocation. Its return value and its errors
-    /// are a `Handler`'s.
+    /// Handles a message lent in place (`PortHandler.borrowing`; see `LoopMessageView`).
+    /// Its return value and its errors are a `Handler`'s.
     public typealias BorrowingHandler = (borrowing LoopMessageView) throws -> LoopMessage?
 
-    // The handlers: owner thread only, read per message; see architecture.md, exclusivity checks.
-    /// The handler; set it on the owner thread. Messages arriving without one are dropped and logged.
-    @exclusivity(unchecked) public var handler: Handler?
+    /// Handles a message copied out with, for a request, its reply right (nil for other
+    /// messages): `PortHandler.deferring`.
+    public typealias DeferringHandler = (LoopMessage, consuming ReplyRight?) throws -> Void
 
-    /// The borrowing handler: when set, messages are delivered to it instead of `handler`.
-    /// Set it on the owner thread.
-    @exclusivity(unchecked) public var borrowingHandler: BorrowingHandler?
+    /// How the port hands over its messages; set it on the owner thread. Messages arriving
+    /// without one are dropped and logged. Owner thread only, read per message (see
+    /// architecture.md, exclusivity checks).
+    @exclusivity(unchecked) public var handler: PortHandler?
 
     /// Told of every error a handler throws, on the owner thread. Without it, each such
     /// error is logged as a warning on `runloopkit.port`, the only way a program would learn
@@ -73,6 +68,10 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// A request a borrowing handler answered, from its handler's return until its frames
     /// are given back and the answer is sent (`deliverInPlace`); the receive path's alone.
     @exclusivity(unchecked) var borrowedAnswer: BorrowedAnswer?
+    /// The requests delivered with their reply rights and not yet answered, by connection
+    /// and correlation id, so that a cancel from the connection finds its request. The
+    /// receive path's and the answers' alone (both on the owner thread).
+    var outstandingRequests = OutstandingRequestTable()
     /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
     private(set) var requiresCurve = false
     /// The ZAP domain the port's policy is registered under, if it requires CURVE. Owner thread only.
@@ -105,8 +104,16 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// Throws `.system` with `tooManyOpenFiles` (`EMFILE`) at the descriptor limit: the
     /// port needs its socket, its thread's loop's poll set (made with the loop's first port)
     /// and, for the process's first port, ZeroMQ's context.
+    public convenience init(name: String? = nil, receiveHighWaterMark: Int32 = LocalPort.defaultReceiveHighWaterMark,
+                            peerLimits: PeerLimits = .default, handler: Handler? = nil) throws(PortError) {
+        try self.init(name: name, receiveHighWaterMark: receiveHighWaterMark, peerLimits: peerLimits,
+                      handling: handler.map(PortHandler.returning))
+    }
+
+    /// Creates a port on the calling thread with `handler` (see `PortHandler`); otherwise
+    /// as `init(name:receiveHighWaterMark:peerLimits:handler:)`.
     public init(name: String? = nil, receiveHighWaterMark: Int32 = LocalPort.defaultReceiveHighWaterMark,
-                peerLimits: PeerLimits = .default, handler: Handler? = nil) throws(PortError) {
+                peerLimits: PeerLimits = .default, handling handler: PortHandler?) throws(PortError) {
         let serial = LocalPort.counter.add(1, ordering: .relaxed).newValue
         inProcessAddress = PortAddress(unchecked: "inproc://runloopkit.\(getpid()).\(serial)")
         advertised = LockedValue(inProcessAddress)
@@ -338,6 +345,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         registeredName.withLock { $0 = nil }
         handler = nil
         handlerErrorHandler = nil
+        outstandingRequests.cancelAll() // their rights' answers are dropped and counted
     }
 
     package func closeAtLoopTeardown() { close() }

@@ -10,7 +10,8 @@ struct PortEnvelope: Sendable, Equatable {
     /// 0 for plain messages; a request's id, echoed by its reply.
     var correlationID: UInt64
     var message: LoopMessage
-    /// For a request a port received: the connection it came in on, for the reply.
+    /// For a request (or a cancel) a port received: the connection it came in on, for the
+    /// reply (or to find the request it cancels).
     var returnPath: ReturnPath?
 
     /// The codec's model of the same message.
@@ -52,8 +53,11 @@ extension PortEnvelope {
         let header = checked.header
         let components = decodeComponents(header, storage: &storage)
         var returnPath: ReturnPath?
-        if case .request = header.kind, let route { // a pattern, not the cross-module `==`
-            returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter)
+        switch header.kind { // a pattern, not the cross-module `==`
+        case .request, .cancel:
+            if let route { returnPath = ReturnPath(routingID: RoutingID(route.routingID), hasDelimiter: route.hasDelimiter) }
+        case .message, .reply, .failure, .noReply:
+            break
         }
         return PortEnvelope(kind: header.kind, correlationID: header.correlationID,
                             message: LoopMessage(id: header.messageID, components: components,

@@ -9,8 +9,11 @@ public final class PortStatistics: Sendable {
     private let dropped = Atomic<Int>(0)
     private let failedReplies = Atomic<Int>(0)
     private let handlerFailures = Atomic<Int>(0)
+    private let cancelledRequests = Atomic<Int>(0)
     // Written by whichever thread learns of the refusal: a read-modify-write.
     private let refusedClients = Atomic<Int>(0)
+    // Given on the owner thread, settled there or (once its loop is gone) on any: read-modify-writes.
+    private let outstandingRights = Atomic<Int>(0)
 
     /// Messages and requests delivered to the handler (what is dropped is not counted here).
     public var messagesReceived: Int { received.load(ordering: .relaxed) }
@@ -29,6 +32,17 @@ public final class PortStatistics: Sendable {
     /// two before it reports `notAuthorized`). None of their messages reached the port.
     public var clientsRefused: Int { refusedClients.load(ordering: .relaxed) }
 
+    /// Reply rights given to a `PortHandler.deferring` handler and not answered yet (nor
+    /// dropped): held by the program, its workers or its tasks.
+    public var rightsOutstanding: Int { outstandingRights.load(ordering: .relaxed) }
+
+    /// Requests whose requester gave them up (a cancel from its connection) or whose
+    /// connection went while their rights were outstanding.
+    public var requestsCancelled: Int { cancelledRequests.load(ordering: .relaxed) }
+
+    func rightGiven() { outstandingRights.add(1, ordering: .relaxed) }
+    func rightSettled() { outstandingRights.subtract(1, ordering: .relaxed) }
+    func countCancelledRequest() { Self.increment(cancelledRequests) }
     func countRefusedClient() { refusedClients.add(1, ordering: .relaxed) }
     // The owner thread's counts.
     func countHandlerError() { Self.increment(handlerFailures) }

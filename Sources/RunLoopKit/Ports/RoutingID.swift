@@ -1,7 +1,7 @@
 /// The routing id a port's ROUTER socket gave one requester's connection, kept for the
 /// reply. libzmq's own ids are 5 bytes and a peer's chosen one (`ZMQ_ROUTING_ID`) at most
 /// 255: up to 16 bytes are kept inline, so that a request's return path allocates nothing.
-struct RoutingID: Sendable, Equatable {
+struct RoutingID: Sendable, Hashable {
     /// How many bytes are kept inline.
     static let inlineCapacity = MemoryLayout<(UInt64, UInt64)>.size
 
@@ -35,5 +35,9 @@ struct RoutingID: Sendable, Equatable {
 
     static func == (lhs: RoutingID, rhs: RoutingID) -> Bool {
         lhs.count == rhs.count && lhs.withUnsafeBytes { left in rhs.withUnsafeBytes { left.elementsEqual($0) } }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

@@ -24,7 +24,7 @@ final class PoolCheckIn {
     init(expected: Int) throws(PortError) {
         self.expected = expected
         port = try LocalPort()
-        port.handler = { [weak self] message in
+        port.handler = .returning { [weak self] message in
             self?.receive(message)
             return nil
         }
