@@ -325,6 +325,15 @@ import Glibc
         return frameSlots.slot(index)
     }
 
+    /// The descriptor of the connection the lent frame `index` came in on (`ZMQ_SRCFD`), or
+    /// nil for one with none (inproc). libzmq 4.3 still answers this deprecated property;
+    /// a connection's descriptor, with its monitor's `ZMQ_EVENT_DISCONNECTED`, tells a
+    /// port which requester's connection went (see `ZMQDisconnectMonitor`).
+    package func receivedSourceDescriptor(ofFrame index: Int) -> Int32? {
+        let descriptor = zmq_msg_get(receivedFrame(index), ZMQ_SRCFD)
+        return descriptor >= 0 ? descriptor : nil
+    }
+
     /// Gives back the frames `receiveInPlace(dontWait:maxFrames:)` lent.
     @usableFromInline
     package func releaseReceived() {

@@ -7,6 +7,9 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// `ZMQ_EVENTS` says a message can be received now.
     package func hasPendingMessage() -> Bool {
         guard socket.isOpen, let events = try? socket.events else { return false }
+        // Asking for the events ran the socket's commands, a requester's connection's end
+        // among them: its monitor has the news by then (`ZMQDisconnectMonitor`).
+        if outstandingRequests.count > 0, clientWatch != nil { cancelRequestsOfGoneClients() }
         return events.contains(.pollIn)
     }
 
@@ -21,12 +24,16 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         guard socket.isOpen else { return .empty }
         if case .borrowing(let borrowingHandler) = handler { return deliverInPlace(from: socket, to: borrowingHandler) }
         // The frames are given back before the handler runs: it may receive again (a nested run).
-        return receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
+        let delivery = receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
             try decodeIncoming(frames, from: socket)
         }, deliver: { envelope in
             deliver(envelope)
             return .delivered
         })
+        // Drained: the receive ran the socket's commands, a requester's connection's end
+        // among them, whose monitor event came first (`ZMQDisconnectMonitor`).
+        if case .empty = delivery, outstandingRequests.count > 0 { cancelRequestsOfGoneClients() }
+        return delivery
     }
 
     /// The message in the frames `socket`, a ROUTER socket, received: the sender's routing
@@ -35,6 +42,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     private func decodeIncoming(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
                                 from socket: ZMQSocket) throws(WireFormatError) -> PortEnvelope {
         guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames) else { throw .noFrames }
+        if readsSourceDescriptor { lastSourceDescriptor = socket.receivedSourceDescriptor(ofFrame: 0) }
         return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
                                        route: (routingID, hasDelimiter),
                                        sender: senderReader.sender(ofReceived: socket), storage: &storage)
@@ -98,6 +106,15 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         statistics.countReceived()
         let request = OutstandingRequest(port: self, requestID: message.id, correlationID: correlationID,
                                          returnPath: returnPath)
+        if let descriptor = lastSourceDescriptor {
+            watchClients()
+            // A descriptor kept for another connection: that one went, and its end is on
+            // the monitor already (reported before its descriptor could be reused).
+            if outstandingRequests.connection(onDescriptor: descriptor).map({ $0 != returnPath.routingID }) ?? false {
+                cancelRequestsOfGoneClients()
+            }
+            request.sourceDescriptor = descriptor
+        }
         outstandingRequests.insert(request)
         statistics.rightGiven()
         do {
@@ -125,6 +142,34 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         }
         statistics.countCancelledRequest()
         request.cancel()
+    }
+
+    /// Starts the monitor of the port's connections, if it is not running: a request kept
+    /// with its right came in over ipc or tcp, and its requester may go.
+    private func watchClients() {
+        guard clientWatch == nil else { return }
+        do {
+            clientWatch = try ZMQDisconnectMonitor(watching: socket)
+        } catch {
+            RunLoopKitLog.port.warning("cannot watch a port's connections: a requester that goes is learnt at its reply",
+                                       metadata: ["port": "\(self)", "error": "\(error)"])
+        }
+    }
+
+    /// Cancels the outstanding requests of every connection reported gone since last asked.
+    private func cancelRequestsOfGoneClients() {
+        guard let clientWatch else { return }
+        while let descriptor = try? clientWatch.nextDisconnected() {
+            cancel(outstandingRequests.takeAll(onDescriptor: descriptor))
+        }
+    }
+
+    /// Cancels requests whose requester is gone (or gave them up).
+    private func cancel(_ requests: [OutstandingRequest]) {
+        for request in requests {
+            statistics.countCancelledRequest()
+            request.cancel()
+        }
     }
 
     /// Does what a reply right's holder made of it (`ReplyRightState.Action`), on the
@@ -318,6 +363,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
             }
         } catch where error.code == .hostUnreachable {
             drop(.requesterGone, "the requester's connection closed, correlation id \(correlationID)")
+            if outstandingRequests.count > 0 { cancel(outstandingRequests.takeAll(from: returnPath.routingID)) }
         } catch {
             drop(.replyNotSent, "\(error)")
         }

@@ -36,7 +36,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// How the port hands over its messages; set it on the owner thread. Messages arriving
     /// without one are dropped and logged. Owner thread only, read per message (see
     /// architecture.md, exclusivity checks).
-    @exclusivity(unchecked) public var handler: PortHandler?
+    @exclusivity(unchecked) public var handler: PortHandler? {
+        didSet { if case .deferring = handler { readsSourceDescriptor = true } else { readsSourceDescriptor = false } }
+    }
 
     /// Told of every error a handler throws, on the owner thread. Without it, each such
     /// error is logged as a warning on `runloopkit.port`, the only way a program would learn
@@ -72,6 +74,14 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// and correlation id, so that a cancel from the connection finds its request. The
     /// receive path's and the answers' alone (both on the owner thread).
     var outstandingRequests = OutstandingRequestTable()
+    /// Whether the receive path reads each message's connection descriptor (a deferring
+    /// handler's requests are kept by it, to learn when their requester goes), and the
+    /// last one read; the receive path's alone.
+    @exclusivity(unchecked) var readsSourceDescriptor = false
+    @exclusivity(unchecked) var lastSourceDescriptor: Int32?
+    /// Reports which of the port's ipc and tcp connections went, once a request kept with
+    /// its right came in on one; released before the socket closes. Owner thread only.
+    var clientWatch: ZMQDisconnectMonitor?
     /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
     private(set) var requiresCurve = false
     /// The ZAP domain the port's policy is registered under, if it requires CURVE. Owner thread only.
@@ -119,6 +129,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         advertised = LockedValue(inProcessAddress)
         owner = pthread_self()
         self.handler = handler
+        if case .deferring = handler { readsSourceDescriptor = true } // no observer runs in `init`
         do {
             // The owner loop's poll set is made now if it has none, so that a port is
             // refused here (EMFILE), not when its loop first sleeps.
@@ -326,6 +337,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// be the next owner's. (Callers first mark the port closing in the directory, so that
     /// no sender connects to it meanwhile.)
     private func closeSocketAndGiveBackAddresses() {
+        clientWatch = nil // stops monitoring while the socket is still open
         socket.close()
         // After the close: until then its handshakes still need the policy.
         if let authenticationDomain { try? ZMQAuthenticator.shared().unregister(domain: authenticationDomain) }

@@ -13,6 +13,8 @@ final class OutstandingRequest: @unchecked Sendable {
     let requestID: Int32
     let correlationID: UInt64
     let returnPath: ReturnPath
+    /// The descriptor of the connection it came in on, if it has one (ipc, tcp). Owner thread only.
+    var sourceDescriptor: Int32?
 
     private let lock = Lock()
     private var state = ReplyRightState() // protected by lock

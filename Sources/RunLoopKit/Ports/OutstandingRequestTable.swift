@@ -4,6 +4,8 @@
 /// requests, and a connection that goes takes its entries with it. Owner thread only.
 struct OutstandingRequestTable {
     private var byConnection: [RoutingID: [UInt64: OutstandingRequest]] = [:]
+    /// The connection with requests outstanding that came in on each descriptor (ipc, tcp).
+    private var byDescriptor: [Int32: RoutingID] = [:]
     /// How many entries there are.
     private(set) var count = 0
 
@@ -12,6 +14,7 @@ struct OutstandingRequestTable {
         let previous = byConnection[request.returnPath.routingID, default: [:]]
             .updateValue(request, forKey: request.correlationID)
         if previous == nil { count += 1 }
+        if let descriptor = request.sourceDescriptor { byDescriptor[descriptor] = request.returnPath.routingID }
     }
 
     /// Forgets `request` (answered). No-op if it was forgotten already.
@@ -19,33 +22,53 @@ struct OutstandingRequestTable {
         let routingID = request.returnPath.routingID
         guard let entry = byConnection[routingID]?[request.correlationID], entry === request else { return }
         byConnection[routingID]![request.correlationID] = nil
-        if byConnection[routingID]!.isEmpty { byConnection[routingID] = nil }
         count -= 1
+        if byConnection[routingID]!.isEmpty { forget(routingID, descriptor: request.sourceDescriptor) }
     }
 
     /// The request `correlationID` that came in on `routingID`'s connection, forgotten; nil if none.
     mutating func take(_ correlationID: UInt64, from routingID: RoutingID) -> OutstandingRequest? {
         guard let request = byConnection[routingID]?.removeValue(forKey: correlationID) else { return nil }
-        if byConnection[routingID]!.isEmpty { byConnection[routingID] = nil }
         count -= 1
+        if byConnection[routingID]!.isEmpty { forget(routingID, descriptor: request.sourceDescriptor) }
         return request
+    }
+
+    /// Forgets a connection left with no request outstanding.
+    private mutating func forget(_ routingID: RoutingID, descriptor: Int32?) {
+        byConnection[routingID] = nil
+        if let descriptor, byDescriptor[descriptor] == routingID { byDescriptor[descriptor] = nil }
     }
 
     /// Every request of `routingID`'s connection, forgotten: the connection went.
     mutating func takeAll(from routingID: RoutingID) -> [OutstandingRequest] {
         guard let requests = byConnection.removeValue(forKey: routingID) else { return [] }
         count -= requests.count
+        if let descriptor = requests.values.first?.sourceDescriptor, byDescriptor[descriptor] == routingID {
+            byDescriptor[descriptor] = nil
+        }
         return Array(requests.values)
+    }
+
+    /// The connection with requests outstanding that came in on `descriptor`.
+    func connection(onDescriptor descriptor: Int32) -> RoutingID? { byDescriptor[descriptor] }
+
+    /// Every request of the connection that came in on `descriptor`, forgotten: it went.
+    mutating func takeAll(onDescriptor descriptor: Int32) -> [OutstandingRequest] {
+        guard let routingID = byDescriptor.removeValue(forKey: descriptor) else { return [] }
+        return takeAll(from: routingID)
     }
 
     /// Cancels every request and forgets them all: the port closed.
     mutating func cancelAll() {
         let all = byConnection.values.flatMap(\.values)
         byConnection.removeAll()
+        byDescriptor.removeAll()
         count = 0
         for request in all { request.cancel() }
     }
 
-    /// How many connections have requests outstanding.
+    /// How many connections have requests outstanding, and how many descriptors are mapped to one.
     var connectionCount: Int { byConnection.count }
+    var descriptorCount: Int { byDescriptor.count }
 }
