@@ -252,6 +252,27 @@ final class ReplyRightTests: XCTestCase {
         thread.stop()
     }
 
+    func testASnapshotShowsThePortsOutstandingRightsAndCancelledRequests() throws {
+        let kept = SharedValue<[ReplyRightBox]>([])
+        let (thread, port) = server { _, right in
+            guard let right else { return }
+            let box = ReplyRightBox(right)
+            kept.withLock { $0.append(box) }
+        }
+        let dealer = try rawRequester(to: port)
+        for id in 1...3 { XCTAssertTrue(try dealer.send(LoopMessage(id: 1), as: .request, correlationID: UInt64(id), dontWait: false)) }
+        XCTAssertTrue(try dealer.send(LoopMessage(id: 1), as: .cancel, correlationID: 1, dontWait: false))
+        XCTAssertTrue(waitUntil { port.statistics.requestsCancelled == 1 })
+        let snapshot = try thread.loop.performAndWait { thread.loop.snapshot() }
+        let info = try XCTUnwrap(snapshot.modes.flatMap(\.ports).first { $0.id == ObjectIdentifier(port) })
+        XCTAssertEqual(info.rightsOutstanding, 3)
+        XCTAssertEqual(info.requestsCancelled, 1)
+        XCTAssertTrue("\(snapshot)".contains("rights outstanding 3, requests cancelled 1"), "\(snapshot)")
+        kept.withLock { $0.removeAll() }
+        XCTAssertTrue(waitUntil { port.statistics.rightsOutstanding == 0 })
+        thread.stop()
+    }
+
     func testAPortWithoutAHandlerForRequestsAnswersThemWithANoReply() throws {
         let kept = SharedValue<LocalPort?>(nil)
         let thread = LoopThread { loop in

@@ -88,6 +88,10 @@ extension LoopSnapshot {
         public let messagesReceived: Int
         public let messagesDropped: Int
         public let repliesFailed: Int
+        /// Reply rights its deferring handler gave out and nobody has answered yet.
+        public let rightsOutstanding: Int
+        /// Requests given up by their requesters (or whose connection went) while outstanding.
+        public let requestsCancelled: Int
     }
 }
 

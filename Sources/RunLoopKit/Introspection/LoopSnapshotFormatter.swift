@@ -48,7 +48,9 @@ struct LoopSnapshotFormatter {
                 + (port.name.map { " name \"\($0)\"" } ?? "")
                 + (port.isQueuedAsReady ? ", queued as ready" : "")
                 + ", received \(port.messagesReceived), dropped \(port.messagesDropped)"
-                + (port.repliesFailed > 0 ? ", replies failed \(port.repliesFailed)" : ""))
+                + (port.repliesFailed > 0 ? ", replies failed \(port.repliesFailed)" : "")
+                + (port.rightsOutstanding > 0 ? ", rights outstanding \(port.rightsOutstanding)" : "")
+                + (port.requestsCancelled > 0 ? ", requests cancelled \(port.requestsCancelled)" : ""))
         }
         for timer in contents.timers {
             let due = timer.fireDate == .distantFuture ? "never fires"

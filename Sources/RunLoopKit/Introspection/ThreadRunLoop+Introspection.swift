@@ -42,7 +42,9 @@ extension ThreadRunLoop {
                                       isQueuedAsReady: isQueuedAsReady(port),
                                       messagesReceived: port.statistics.messagesReceived,
                                       messagesDropped: port.statistics.messagesDropped,
-                                      repliesFailed: port.statistics.repliesFailed)
+                                      repliesFailed: port.statistics.repliesFailed,
+                                      rightsOutstanding: port.statistics.rightsOutstanding,
+                                      requestsCancelled: port.statistics.requestsCancelled)
             },
             timers: items.timers.map { timer in
                 LoopSnapshot.TimerInfo(id: ObjectIdentifier(timer), fireDate: timer.fireDate,
