@@ -91,12 +91,12 @@ func stream(messages: Int, borrowing: Bool) throws {
         if borrowing { markThreadStreamReceiverBorrowing() } else { markThreadStreamReceiverOwned() }
         let port = try LocalPort()
         if borrowing {
-            port.borrowingHandler = { _ in
+            port.handler = .borrowing { _ in
                 countdown.tick()
                 return nil
             }
         } else {
-            port.handler = { _ in
+            port.handler = .returning { _ in
                 countdown.tick()
                 return nil
             }
