@@ -22,7 +22,7 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
         guard socket.isOpen else { return .empty }
-        if case .borrowing(let borrowingHandler) = handler { return deliverInPlace(from: socket, to: borrowingHandler) }
+        if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
         // The frames are given back before the handler runs: it may receive again (a nested run).
         let delivery = receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
             try decodeIncoming(frames, from: socket)
@@ -53,23 +53,21 @@ extension LocalPort: PortSourceDriver, WireReceiver {
     private func deliver(_ envelope: consuming PortEnvelope) {
         switch envelope.kind {
         case .message:
-            switch handler {
-            case .returning(let handler):
+            if let handler = returningHandler {
                 statistics.countReceived()
                 do {
                     if let answer = try handler(envelope.message) { LocalPort.ignore(answer) }
                 } catch {
                     report(error, handling: envelope.message)
                 }
-            case .deferring(let handler):
+            } else if let handler = deferringHandler {
                 statistics.countReceived()
                 do { try handler(envelope.message, nil) } catch { report(error, handling: envelope.message) }
-            case .borrowing, .none:
+            } else {
                 drop(.noHandler, "no handler for message \(envelope.message.id)")
             }
         case .request:
-            switch handler {
-            case .returning(let handler):
+            if let handler = returningHandler {
                 statistics.countReceived()
                 // No `Result` in between: on the request path its generic copies cost more than the rest.
                 let requestID = envelope.message.id
@@ -80,10 +78,10 @@ extension LocalPort: PortSourceDriver, WireReceiver {
                     report(error, handling: envelope.message)
                     sendFailure(error, to: requestID, correlationID: envelope.correlationID, via: envelope.returnPath)
                 }
-            case .deferring(let handler):
+            } else if let handler = deferringHandler {
                 deliverWithRight(envelope.message, correlationID: envelope.correlationID,
                                  returnPath: envelope.returnPath, to: handler)
-            case .borrowing, .none:
+            } else {
                 refuse(requestID: envelope.message.id, correlationID: envelope.correlationID, via: envelope.returnPath)
             }
         case .reply, .failure, .noReply:

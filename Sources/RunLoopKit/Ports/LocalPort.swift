@@ -34,11 +34,33 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     public typealias DeferringHandler = (LoopMessage, consuming ReplyRight?) throws -> Void
 
     /// How the port hands over its messages; set it on the owner thread. Messages arriving
-    /// without one are dropped and logged. Owner thread only, read per message (see
-    /// architecture.md, exclusivity checks).
-    @exclusivity(unchecked) public var handler: PortHandler? {
-        didSet { if case .deferring = handler { readsSourceDescriptor = true } else { readsSourceDescriptor = false } }
+    /// without one are dropped and logged (a request is answered with a no reply).
+    public var handler: PortHandler? {
+        get {
+            if let returningHandler { return .returning(returningHandler) }
+            if let borrowingHandler { return .borrowing(borrowingHandler) }
+            return deferringHandler.map(PortHandler.deferring)
+        }
+        set {
+            returningHandler = nil
+            borrowingHandler = nil
+            deferringHandler = nil
+            switch newValue {
+            case .returning(let handler): returningHandler = handler
+            case .borrowing(let handler): borrowingHandler = handler
+            case .deferring(let handler): deferringHandler = handler
+            case nil: break
+            }
+            readsSourceDescriptor = deferringHandler != nil
+        }
     }
+
+    // The handler, kept as one optional closure per kind (at most one set), each read on its
+    // own per message: a switch over the enum copies its payload through value witnesses
+    // (hot-path: no-witness-copies, docs/optimization-tips.md). Owner thread only.
+    @exclusivity(unchecked) var returningHandler: Handler?
+    @exclusivity(unchecked) var borrowingHandler: BorrowingHandler?
+    @exclusivity(unchecked) var deferringHandler: DeferringHandler?
 
     /// Told of every error a handler throws, on the owner thread. Without it, each such
     /// error is logged as a warning on `runloopkit.port`, the only way a program would learn
@@ -73,7 +95,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// The requests delivered with their reply rights and not yet answered, by connection
     /// and correlation id, so that a cancel from the connection finds its request. The
     /// receive path's and the answers' alone (both on the owner thread).
-    var outstandingRequests = OutstandingRequestTable()
+    @exclusivity(unchecked) var outstandingRequests = OutstandingRequestTable()
     /// Whether the receive path reads each message's connection descriptor (a deferring
     /// handler's requests are kept by it, to learn when their requester goes), and the
     /// last one read; the receive path's alone.
@@ -81,7 +103,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     @exclusivity(unchecked) var lastSourceDescriptor: Int32?
     /// Reports which of the port's ipc and tcp connections went, once a request kept with
     /// its right came in on one; released before the socket closes. Owner thread only.
-    var clientWatch: ZMQDisconnectMonitor?
+    @exclusivity(unchecked) var clientWatch: ZMQDisconnectMonitor?
     /// Whether the port is a CURVE server (`requireCurve`). Owner thread only.
     private(set) var requiresCurve = false
     /// The ZAP domain the port's policy is registered under, if it requires CURVE. Owner thread only.
@@ -128,8 +150,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         inProcessAddress = PortAddress(unchecked: "inproc://runloopkit.\(getpid()).\(serial)")
         advertised = LockedValue(inProcessAddress)
         owner = pthread_self()
-        self.handler = handler
-        if case .deferring = handler { readsSourceDescriptor = true } // no observer runs in `init`
         do {
             // The owner loop's poll set is made now if it has none, so that a port is
             // refused here (EMFILE), not when its loop first sleeps.
@@ -151,6 +171,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         let loop = ThreadRunLoop.current
         ownerLoop = loop
         loop.adopt(self)
+        self.handler = handler
         if let name { try register(name: name) }
     }
 
