@@ -3,7 +3,7 @@ import RunLoopSystem
 /// What takes work from any thread to run on a run loop's thread: a loop (`ThreadRunLoop`),
 /// a worker (`WorkerThread`), a pool of workers (`WorkerPool`); `MainLoop` forwards to
 /// `ThreadRunLoop.main`. Table 3-2's verbs are written once, below, over one primitive:
-/// `nextHandOffTarget()`, the loop the next request goes to and how to queue on it.
+/// `_nextHandOffTarget()`, the loop the next request goes to and how to queue on it.
 ///
 /// | Table 3-2 (`NSObject`)                                         | verb                             |
 /// |----------------------------------------------------------------|----------------------------------|
@@ -11,6 +11,10 @@ import RunLoopSystem
 /// | `performSelector:onThread:withObject:waitUntilDone:YES modes:` | `performAndWait(inModes:_:)`     |
 /// | `performSelector:withObject:afterDelay:inModes:`               | `perform(after:inModes:tag:_:)`  |
 /// | `cancelPreviousPerformRequestsWithTarget:`                     | `cancelPerformRequests(tagged:)` |
+///
+/// The members whose names begin with `_` are the implementer's hooks (as SwiftNIO marks
+/// its own): a type that hands work over writes them; code that hands work over calls the
+/// verbs, never the hooks.
 ///
 /// Work runs on the target loop's thread in FIFO order, in its next pass in one of `modes`
 /// (a worker runs its default mode; another mode only while work on it runs the loop in
@@ -24,7 +28,7 @@ public protocol LoopHandOff: Sendable {
 
     /// The loop the next request goes to: a loop's own, a worker's, the pool member its
     /// policy picks. Throws if no work is taken any more.
-    func nextHandOffTarget() throws(HandOffFailure) -> HandOffTarget
+    func _nextHandOffTarget() throws(HandOffFailure) -> HandOffTarget
 
     /// Cancels the pending requests tagged `tag` (all with nil): queued, delayed, or
     /// delayed ones still being handed over (`cancelPreviousPerformRequestsWithTarget:`).
@@ -38,18 +42,18 @@ public protocol LoopHandOffTarget: Sendable {
     /// The loop whose thread runs the work.
     var handOffLoop: ThreadRunLoop { get }
     /// Queues `work` on `handOffLoop` in `modes`, or throws if this target takes no work.
-    func enqueueHandOff(inModes modes: [LoopMode], tag: String?,
+    func _enqueueHandOff(inModes modes: [LoopMode], tag: String?,
                         _ work: @escaping @Sendable () -> Void) throws(HandOffFailure) -> PerformRequest
     /// Throws if this target takes no work now (checked before scheduling on its own thread).
-    func checkTakesWork() throws(HandOffFailure)
+    func _checkTakesWork() throws(HandOffFailure)
     /// Why a request that never ran did not: read after it was found not done.
-    var notRunError: RunLoopError { get }
+    var _notRunError: RunLoopError { get }
     /// `work` as this target counts it until it ran or was dropped (a pool's busy count).
-    func tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void
+    func _tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void
 }
 
 extension LoopHandOffTarget {
-    public func tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void { work }
+    public func _tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void { work }
 }
 
 /// A hand-off that is its own target (a loop, a worker: `HandOffTarget == Self`) hands
@@ -57,7 +61,7 @@ extension LoopHandOffTarget {
 extension LoopHandOff where Self: LoopHandOffTarget, HandOffTarget == Self {
     /// Itself, for every request. Any thread.
     @inlinable // hot-path: inlinable-layers (docs/optimization-tips.md)
-    public func nextHandOffTarget() -> Self { self }
+    public func _nextHandOffTarget() -> Self { self }
 }
 
 extension LoopHandOff {
@@ -70,8 +74,8 @@ extension LoopHandOff {
     @inlinable // hot-path: inlinable-layers (docs/optimization-tips.md)
     public func perform(inModes modes: [LoopMode] = [.common], tag: String? = nil,
                         _ work: @escaping @Sendable () -> Void) throws(HandOffFailure) -> PerformRequest {
-        let target = try nextHandOffTarget()
-        return try target.enqueueHandOff(inModes: modes, tag: tag, target.tracking(work))
+        let target = try _nextHandOffTarget()
+        return try target._enqueueHandOff(inModes: modes, tag: tag, target._tracking(work))
     }
 
     /// Queues `work` with `value` moved to it, as `perform(inModes:tag:_:)` does: for a
@@ -98,13 +102,13 @@ extension LoopHandOff {
     @inlinable // hot-path: inlinable-layers (docs/optimization-tips.md)
     public func performAndWait<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                             _ work: @escaping @Sendable () throws -> T) throws -> T {
-        let target = try nextHandOffTarget()
+        let target = try _nextHandOffTarget()
         if target.handOffLoop.isOwnerThread { return try work() }
         let result = HandOffResult<T>()
-        let request = try target.enqueueHandOff(inModes: modes, tag: nil, target.tracking {
+        let request = try target._enqueueHandOff(inModes: modes, tag: nil, target._tracking {
             do { result.value = try work() } catch { result.error = error }
         })
-        guard request.waitUntilFinished() == .done else { throw target.notRunError }
+        guard request.waitUntilFinished() == .done else { throw target._notRunError }
         return try result.get()
     }
 
@@ -116,15 +120,15 @@ extension LoopHandOff {
     /// work. Any thread.
     public func perform(after delay: Duration, inModes modes: [LoopMode] = [.default], tag: String? = nil,
                         _ work: @escaping @Sendable () -> Void) throws(HandOffFailure) {
-        let target = try nextHandOffTarget()
+        let target = try _nextHandOffTarget()
         let loop = target.handOffLoop
         if loop.isOwnerThread {
-            try target.checkTakesWork()
-            loop.delayedHandOver.schedule(on: loop, after: delay, inModes: modes, tag: tag, target.tracking(work))
+            try target._checkTakesWork()
+            loop.delayedHandOver.schedule(on: loop, after: delay, inModes: modes, tag: tag, target._tracking(work))
         } else {
             let handOver = loop.delayedHandOver.handOver(to: loop, after: delay, inModes: modes, tag: tag,
-                                                         target.tracking(work))
-            _ = try target.enqueueHandOff(inModes: [.common], tag: tag, handOver)
+                                                         target._tracking(work))
+            _ = try target._enqueueHandOff(inModes: [.common], tag: tag, handOver)
         }
     }
 
@@ -144,15 +148,15 @@ extension LoopHandOff {
     nonisolated(nonsending)
     public func submit<T: Sendable>(inModes modes: [LoopMode] = [.common],
                                     _ work: @escaping @Sendable () throws -> T) async throws -> T {
-        let target = try nextHandOffTarget()
+        let target = try _nextHandOffTarget()
         if target.handOffLoop.isOwnerThread {
             try Task.checkCancellation()
             return try work()
         }
         return try await PerformAwaiter.perform(work, post: { closure in
-            try target.enqueueHandOff(inModes: modes, tag: nil, target.tracking(closure))
+            try target._enqueueHandOff(inModes: modes, tag: nil, target._tracking(closure))
         }) {
-            target.notRunError
+            target._notRunError
         }
     }
 }

@@ -10,7 +10,7 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
 
     /// Queues `work` for this loop's next pass in one of `modes`, and wakes the loop. If the
     /// loop's thread has exited, the request comes back `.cancelled`. Any thread.
-    public func enqueueHandOff(inModes modes: [LoopMode], tag: String?,
+    public func _enqueueHandOff(inModes modes: [LoopMode], tag: String?,
                                _ work: @escaping @Sendable () -> Void) -> PerformRequest {
         let request = PerformRequest(modes: modes, tag: tag, work: work)
         let accepted = queueLock.withLock {
@@ -24,10 +24,10 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
     }
 
     /// A loop takes work until its thread exits (its requests then come back cancelled).
-    public func checkTakesWork() {}
+    public func _checkTakesWork() {}
 
     /// `.loopTerminated` once the loop's thread has exited, else `.cancelled`. Any thread.
-    public var notRunError: RunLoopError { isTornDown ? .loopTerminated : .cancelled }
+    public var _notRunError: RunLoopError { isTornDown ? .loopTerminated : .cancelled }
 
     /// Runs `work` on this loop's thread after `delay`, in its next pass in one of `modes`,
     /// and returns the request: `perform(after:inModes:tag:_:)` for a caller on the loop's

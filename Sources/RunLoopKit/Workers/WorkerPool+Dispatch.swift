@@ -6,26 +6,26 @@ import RunLoopCore
 /// Any thread.
 extension WorkerPool: LoopHandOff {
     public typealias HandOffFailure = RunLoopError
-    public typealias HandOffTarget = Assignment
+    public typealias HandOffTarget = _Assignment
 
     /// One request's worker, chosen by the pool's policy, and its share of that worker's load.
-    public struct Assignment: LoopHandOffTarget {
+    public struct _Assignment: LoopHandOffTarget {
         public typealias HandOffFailure = RunLoopError
         let token: BusyToken
 
         public var handOffLoop: ThreadRunLoop { token.member.worker.loop }
 
-        public func enqueueHandOff(inModes modes: [LoopMode], tag: String?,
+        public func _enqueueHandOff(inModes modes: [LoopMode], tag: String?,
                                    _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
-            try token.member.worker.enqueueHandOff(inModes: modes, tag: tag, work)
+            try token.member.worker._enqueueHandOff(inModes: modes, tag: tag, work)
         }
 
-        public func checkTakesWork() throws(RunLoopError) { try token.member.worker.checkTakesWork() }
+        public func _checkTakesWork() throws(RunLoopError) { try token.member.worker._checkTakesWork() }
 
-        public var notRunError: RunLoopError { token.member.worker.notRunError }
+        public var _notRunError: RunLoopError { token.member.worker._notRunError }
 
         /// `work`, ending the worker's count of it when it ran (or, cancelled, when it is dropped).
-        public func tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+        public func _tracking(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
             { [token] in
                 defer { token.end() }
                 work()
@@ -35,9 +35,9 @@ extension WorkerPool: LoopHandOff {
 
     /// The worker the pool's policy picks, counted busy with the request. Throws `.stopped`
     /// once the pool is stopping. Any thread.
-    public func nextHandOffTarget() throws(RunLoopError) -> Assignment {
+    public func _nextHandOffTarget() throws(RunLoopError) -> _Assignment {
         guard isRunning else { throw .stopped }
-        return Assignment(token: nextMember().begin())
+        return _Assignment(token: nextMember().begin())
     }
 
     /// Cancels the pending requests tagged `tag` (all with nil) on every worker; returns how many.

@@ -11,19 +11,19 @@ extension WorkerThread: LoopHandOff, LoopHandOffTarget {
     public var handOffLoop: ThreadRunLoop { loop }
 
     /// Queues `work` on the worker's loop; throws `.stopped` once the worker is stopping. Any thread.
-    public func enqueueHandOff(inModes modes: [LoopMode], tag: String?,
+    public func _enqueueHandOff(inModes modes: [LoopMode], tag: String?,
                                _ work: @escaping @Sendable () -> Void) throws(RunLoopError) -> PerformRequest {
         guard let request = control.enqueue(inModes: modes, tag: tag, work) else { throw .stopped }
         return request
     }
 
     /// Throws `.stopped` once the worker is stopping. Any thread.
-    public func checkTakesWork() throws(RunLoopError) {
+    public func _checkTakesWork() throws(RunLoopError) {
         guard control.isRunning else { throw .stopped }
     }
 
     /// `.stopped` if a stop cancelled the request, `.cancelled` if `cancelPerformRequests` did. Any thread.
-    public var notRunError: RunLoopError { control.cancellationError }
+    public var _notRunError: RunLoopError { control.cancellationError }
 
     /// Cancels the worker's pending requests tagged `tag` (all of them with nil): queued,
     /// delayed, or delayed ones still being handed over. Callers waiting for them get
