@@ -220,6 +220,13 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         case .dropAnswered:
             drop(.replyNotSent, "a second answer to a request its handler's failure answered, correlation id \(correlationID)")
         }
+        // A send outside the port's delivery (a control action) may have run the socket's
+        // commands, a request's arrival among them, and taken its descriptor's signal:
+        // the loop asks `ZMQ_EVENTS` and drains the port if a message waits.
+        switch action {
+        case .send, .sendNoReply: ownerLoop?.sentOnPortSource(self)
+        case .none, .dropCancelled, .dropAnswered: break
+        }
     }
 
     /// Lets go of what a handler returned for a one-way message: nobody waits for it. Its
