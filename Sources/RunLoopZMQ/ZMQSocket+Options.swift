@@ -30,6 +30,16 @@ extension ZMQSocketOption where Value == Int32 {
     /// never (libzmq's default is 30,000). Set before binding: a listener's connections
     /// take the value it had when it was bound.
     package static var handshakeInterval: Self { Self(name: ZMQ_HANDSHAKE_IVL) }
+    /// `ZMQ_HEARTBEAT_IVL`, in milliseconds: send a ZMTP PING on each connection this often;
+    /// 0 (the default) sends none. Set before connecting.
+    package static var heartbeatInterval: Self { Self(name: ZMQ_HEARTBEAT_IVL) }
+    /// `ZMQ_HEARTBEAT_TIMEOUT`, in milliseconds: a connection that receives nothing this
+    /// long after a PING is closed (the monitor reports it disconnected); 0 is the interval.
+    package static var heartbeatTimeout: Self { Self(name: ZMQ_HEARTBEAT_TIMEOUT) }
+    /// `ZMQ_HEARTBEAT_TTL`, in milliseconds (deciseconds on the wire, at most 6,553,599):
+    /// sent in each PING, it tells the peer to close the connection if it hears nothing
+    /// from this socket for that long.
+    package static var heartbeatTTL: Self { Self(name: ZMQ_HEARTBEAT_TTL) }
 }
 
 extension ZMQSocketOption where Value == Int64 {

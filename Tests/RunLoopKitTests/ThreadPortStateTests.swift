@@ -45,7 +45,7 @@ final class ThreadPortStateTests: XCTestCase {
         TestThread {
             // A request nobody answers: its connection is a source of the thread's loop
             // (which holds it) and holds that loop, until the thread exits.
-            _ = try! ThreadPortState.current.sendRequest(LoopMessage(id: 1), to: destination.remote,
+            _ = try! ThreadPortState.current.sendRequest(LoopMessage(id: 1), to: destination.remote, replyTo: .waiting,
                                                          before: .after(.seconds(5)))
             loopBox.withLock { $0 = ThreadRunLoop.current }
         }.join()
@@ -63,7 +63,7 @@ final class ThreadPortStateTests: XCTestCase {
             let state = ThreadPortState.current
             state.maxConnections = 1
             // A request nobody answers: its connection waits for the reply until settled.
-            let (_, waiting) = try! state.sendRequest(LoopMessage(id: 1), to: destinations[0].remote, before: .after(.seconds(5)))
+            let (_, waiting) = try! state.sendRequest(LoopMessage(id: 1), to: destinations[0].remote, replyTo: .waiting, before: .after(.seconds(5)))
             for port in destinations[1...2] {
                 try! port.remote.send(LoopMessage(id: 2))
                 counts.withLock { $0.append(state.connectionCount) }

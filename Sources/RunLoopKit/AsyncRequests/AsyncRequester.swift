@@ -26,6 +26,8 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
 
     // Requester thread only.
     private var inFlight: [UInt64: RequestExchange] = [:]
+    /// Where its requests' replies go: this table, on its thread (set by its first job).
+    private var route = ReplyRoute.waiting
 
     /// Replies are serviced in the requester's default mode, beside its timers and performs.
     var replyMode: LoopMode { .default }
@@ -34,7 +36,7 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         self.worker = worker
         // The first job on the worker, so before any request it sends. A worker refuses
         // work only once stopped, and this one, just started, is never stopped.
-        _ = try? worker.perform { [self] in ThreadPortState.current.replyReceiver = self }
+        _ = try? worker.perform { [self] in route = ThreadPortState.current.route(to: self) }
     }
 
     /// Hands a request to the requester's thread, which sends it.
@@ -47,13 +49,15 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
     }
 
     /// After a cancellation: stops waiting for the request's reply (a reply that still comes
-    /// is dropped as late) and invalidates its timer.
+    /// is dropped as late), invalidates its timer and tells the port, with a cancel on the
+    /// connection the request went out on, that it was given up.
     func forget(_ exchange: RequestExchange) {
         _ = try? worker.perform { [self] in
             // Not sent (never will be), or settled already by its reply or its timeout.
             guard let id = exchange.correlationID, inFlight.removeValue(forKey: id) != nil else { return }
             exchange.timer?.invalidate()
             exchange.connection?.replySettled()
+            exchange.connection?.sendCancel(correlationID: id, messageID: exchange.message.id)
         }
     }
 
@@ -72,23 +76,34 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         let (id, connection): (UInt64, PortConnection)
         do {
             (id, connection) = try ThreadPortState.current.sendRequest(exchange.message, to: exchange.target,
-                                                                      before: .after(exchange.sendTimeout))
+                                                                      replyTo: route, before: .after(exchange.sendTimeout))
         } catch {
             exchange.finish(.failure(error))
             return
         }
         // Cancelled while sending: nothing waits, and its reply will be dropped as late.
-        guard !exchange.isFinished else { return connection.replySettled() }
+        guard !exchange.isFinished else {
+            connection.replySettled()
+            connection.sendCancel(correlationID: id, messageID: exchange.message.id)
+            return
+        }
         exchange.correlationID = id
         exchange.connection = connection
         inFlight[id] = exchange
         let timer = LoopTimer(after: exchange.receiveTimeout) { [unowned self] _ in
             inFlight[id] = nil
             connection.replySettled()
+            connection.sendCancel(correlationID: id, messageID: exchange.message.id)
             exchange.finish(.failure(PortError.loggedTimeout(.receiveTimedOut(exchange.target.address))))
         }
         exchange.timer = timer
         ThreadRunLoop.current.add(timer, to: .default)
+    }
+
+    func connectionLost(_ connection: PortConnection, _ failure: PortError) -> Int {
+        let lost = inFlight.filter { $0.value.connection === connection }
+        for id in lost.keys { _ = settle(id, with: .failure(failure)) }
+        return lost.count
     }
 
     func received(_ reply: LoopMessage, for id: UInt64) -> Bool {

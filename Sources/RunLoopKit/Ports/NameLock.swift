@@ -93,6 +93,20 @@ final class NameLock {
         return writtenPID(fd) ?? -1 // -1: alive, pid not yet written
     }
 
+    /// Whether a live process holds the lock file at `path`: false if there is no such file
+    /// (its owner gave the name back) or nobody holds its lock (its owner died). Throws when
+    /// the file cannot be tested (`EMFILE`, `EACCES`): that says nothing of an owner.
+    static func isHeld(path: String) throws(SystemCallError) -> Bool {
+        let fd: Int32
+        do {
+            fd = try Kernel.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        } catch where error.code == .fileNotFound {
+            return false
+        }
+        defer { Kernel.close(fd) }
+        return try Kernel.isLockedByAnother(fd)
+    }
+
     /// The pid the last owner of `name` wrote into its lock file, read without taking or
     /// testing the lock (a dead owner's, for the tool's listing).
     static func lastOwner(name: String, directory: String) -> pid_t? {

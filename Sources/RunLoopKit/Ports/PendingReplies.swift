@@ -18,6 +18,8 @@ final class PendingReplies: ReplyReceiver {
     /// through generic witnesses.)
     private struct Waiting {
         let id: UInt64
+        /// The connection it went out on (compared, never dereferenced).
+        let connection: ObjectIdentifier
         /// Stored, not derived from the two below: reading it in place copies nothing.
         var isSettled = false
         var reply: LoopMessage?
@@ -27,9 +29,15 @@ final class PendingReplies: ReplyReceiver {
     // Its thread's alone, like the `ThreadPortState` that holds it; see architecture.md.
     @exclusivity(unchecked) private var waiting: [Waiting] = []
 
-    /// Waits for the reply to `id` from now on.
-    func begin(_ id: UInt64) {
-        waiting.append(Waiting(id: id))
+    /// Waits for the reply to `id`, sent on `connection`, from now on.
+    @inline(__always)
+    func begin(_ id: UInt64, on connection: PortConnection) {
+        begin(id, connection: ObjectIdentifier(connection))
+    }
+
+    /// Waits for the reply to `id`, sent on the connection `connection` identifies.
+    func begin(_ id: UInt64, connection: ObjectIdentifier) {
+        waiting.append(Waiting(id: id, connection: connection))
     }
 
     /// The reply to `id` if it came, or the remote handler's failure thrown; it is then no
@@ -59,6 +67,21 @@ final class PendingReplies: ReplyReceiver {
         waiting[index].failure = failure
         waiting[index].isSettled = true
         return true
+    }
+
+    func connectionLost(_ connection: PortConnection, _ failure: PortError) -> Int {
+        connectionLost(ObjectIdentifier(connection), failure)
+    }
+
+    /// Fails the requests waited for on the connection `lost` identifies; returns how many.
+    func connectionLost(_ lost: ObjectIdentifier, _ failure: PortError) -> Int {
+        var failed = 0
+        for index in waiting.indices where waiting[index].connection == lost && !waiting[index].isSettled {
+            waiting[index].failure = failure
+            waiting[index].isSettled = true
+            failed += 1
+        }
+        return failed
     }
 
     /// Where `id` waits, searched from the newest (the one a thread waits on now). By hand:

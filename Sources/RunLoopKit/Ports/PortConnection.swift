@@ -3,6 +3,7 @@ import RunLoopSystem
 import RunLoopWire
 import RunLoopZMQ
 import Logging
+import Synchronization
 
 /// One thread's connection to one port: a DEALER socket connected to the port's ROUTER
 /// socket (`docs/wire-format.md`). The thread's messages and requests to the port go out
@@ -10,7 +11,10 @@ import Logging
 /// port needs no way back to the requester, and keeps nothing of it once it is gone.
 ///
 /// While a request waits for its reply the connection is a port-based source of its
-/// thread's loop, in the mode its `ReplyReceiver` waits in.
+/// thread's loop, in the mode its `ReplyReceiver` waits in; so is, for a connection to
+/// another process, its monitor (`LinkWatch`), so that a connection lost (its peer died,
+/// or stopped answering heartbeats) fails the requests outstanding on it at once, with
+/// `PortError.remoteInvalid`, rather than at their receive timeouts.
 ///
 /// A connection to another process or machine never reconnects by itself
 /// (`ZMQ_RECONNECT_IVL` -1), so a peer that is gone costs no CPU; a send that finds no
@@ -40,6 +44,15 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// For a connection to another process: its monitor (released before the socket closes).
     private var monitor: ZMQConnectionMonitor?
     private(set) var link = Link.connecting
+    /// For a connection to a named port of another process (`ipc://…/NAME.sock` with a
+    /// `NAME.lock` beside it): the lock's path, which says whether a live owner holds the name.
+    private let nameLockPath: String?
+    /// The monitor as a source of the loop, once a reply was awaited on a connection to
+    /// another process.
+    private var linkWatch: LinkWatch?
+    /// The routes (`ReplyRoute.mask`) of the receivers that awaited replies on it: the
+    /// connection is in each one's mode, and tells each one when it is lost.
+    @exclusivity(unchecked) private var routes: UInt64 = 0
     // Its thread's alone, like the `ThreadPortState` that holds it; see architecture.md.
     /// Requests sent on it whose replies are still awaited: it is not closed while any are.
     @exclusivity(unchecked) private(set) var awaitedReplies = 0
@@ -65,6 +78,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         self.target = target
         self.state = state
         lastUsed = .now()
+        nameLockPath = PortConnection.nameLockPath(of: target)
         do {
             socket = try ZMQSocket(type: .dealer)
             try socket.setOption(.immediate, true)
@@ -73,6 +87,11 @@ final class PortConnection: PortSourceDriver, WireReceiver {
             pollDescriptor = try socket.fileDescriptor
             if !target.isInProcess {
                 try socket.setOption(.reconnectInterval, -1)
+                if let heartbeat = destination.effectiveHeartbeat {
+                    try socket.setOption(.heartbeatInterval, Int32(clamping: heartbeat.interval.zmqMilliseconds))
+                    try socket.setOption(.heartbeatTimeout, Int32(clamping: heartbeat.timeout.zmqMilliseconds))
+                    try socket.setOption(.heartbeatTTL, Int32(clamping: heartbeat.ttl.zmqMilliseconds))
+                }
                 if let serverKey = destination.curveServerKey.flatMap(ZMQCurveKey.init(z85:)) {
                     // The sender's own key pair if it has one (allow-lists), else a fresh one per connection.
                     let client: (publicKey: ZMQCurveKey, secretKey: ZMQCurveKey)
@@ -101,20 +120,66 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     // MARK: - The link to another process
 
     /// Reads what the monitor reported since last asked; returns the link as it now stands.
+    /// A connection lost while it was up fails the requests outstanding on it.
     func updateLink() throws(SystemCallError) -> Link {
         guard let monitor else { return .up } // inproc: connected for as long as the port is open
-        while let event = try monitor.nextEvent() {
-            switch event {
-            case .connected: link = .up
-            case .disconnected: if case .refused = link {} else { link = .down }
-            case .handshakeFailed(let failure) where failure.isConnectionClosed && destination.curveServerKey == nil:
-                // No security to fail: the peer closed the connection (a server at its
-                // descriptor limit drops new ones): down, connected again while a send waits.
-                link = .down
-            case .handshakeFailed(let failure): link = .refused(failure)
-            }
-        }
+        while let event = try monitor.nextEvent() { _ = apply(event) }
         return link
+    }
+
+    /// Takes one monitor event into the link; returns how many outstanding requests it failed.
+    private func apply(_ event: ZMQConnectionMonitor.Event) -> Int {
+        let wasUp = link == .up
+        switch event {
+        case .connected: link = .up
+        case .disconnected: if case .refused = link {} else { link = .down }
+        case .handshakeFailed(let failure) where failure.isConnectionClosed && destination.curveServerKey == nil:
+            // No security to fail: the peer closed the connection (a server at its
+            // descriptor limit drops new ones): down, connected again while a send waits.
+            link = .down
+        case .handshakeFailed(let failure): link = .refused(failure)
+        }
+        // Only a connection that was up carried requests (`ZMQ_IMMEDIATE`): an attempt that
+        // failed, or an old connection's late report after a new one was made, fails none.
+        guard wasUp, link != .up else { return 0 }
+        return peerLost()
+    }
+
+    /// The connection was lost while up: every request outstanding on it fails at once with
+    /// `remoteInvalid` (its reply can no longer come: the connection it would come back on
+    /// is gone). Returns how many failed.
+    private func peerLost() -> Int {
+        guard awaitedReplies > 0 else { return 0 }
+        RunLoopKitLog.port.debug("connection lost with replies awaited", metadata: [
+            "connection": "\(destination)", "awaited": "\(awaitedReplies)",
+        ])
+        let failure = PortError.remoteInvalid(destination.address)
+        var failed = 0
+        var remaining = routes
+        while remaining != 0 {
+            let index = remaining.trailingZeroBitCount
+            remaining &= remaining - 1
+            failed += state.receiver(of: ReplyRoute(index: index)).connectionLost(self, failure)
+        }
+        return failed
+    }
+
+    /// Whether the owner of the named port this connects to still holds its name (its
+    /// lock): true for a connection to anything but a named port of another process, or
+    /// when the lock cannot be tested (that says nothing of an owner).
+    func namedOwnerLives() -> Bool {
+        guard let nameLockPath else { return true }
+        return (try? NameLock.isHeld(path: nameLockPath)) ?? true
+    }
+
+    /// The lock file beside a named port's ipc socket (`ipc://<dir>/NAME.sock`), if there is
+    /// one when the connection is made: what makes an ipc address a named port's (a foreign
+    /// peer's ipc socket has none, and is never taken for a dead owner's).
+    private static func nameLockPath(of target: PortAddress) -> String? {
+        let address = target.rawValue
+        guard address.hasPrefix("ipc://"), address.hasSuffix(".sock") else { return nil }
+        let path = String(address.dropFirst("ipc://".count).dropLast(".sock".count)) + ".lock"
+        return (try? Kernel.status(path)) != nil ? path : nil
     }
 
     /// Connects again after the link went down or was refused.
@@ -155,15 +220,33 @@ final class PortConnection: PortSourceDriver, WireReceiver {
 
     // MARK: - Replies
 
-    /// A request was sent on it: it becomes a source of the thread's loop in `mode`, if it
-    /// is not one already, and stays open until the reply is settled.
-    func awaitReply(in mode: LoopMode) {
+    /// A request was sent on it, whose reply goes to `route`: it becomes a source of the
+    /// thread's loop in the mode of the route's receiver, with its monitor if it reaches
+    /// another process, if it is not one there already, and stays open until the reply is
+    /// settled.
+    @inline(__always)
+    func awaitReply(route: ReplyRoute) {
         awaitedReplies += 1
+        guard routes & route.mask == 0 else { return }
+        join(route: route)
+    }
+
+    private func join(route: ReplyRoute) {
+        let mode = state.receiver(of: route).replyMode
         // A connection is its thread's, so the loop it joins is always that thread's.
-        guard loop == nil else { return }
-        let current = ThreadRunLoop.current
+        let current = loop ?? ThreadRunLoop.current
+        if let monitor, linkWatch == nil {
+            // What the monitor reported before the first request is the link's past: read
+            // it before the watch joins (it fails nothing: only this request waits).
+            awaitedReplies -= 1
+            _ = try? updateLink()
+            awaitedReplies += 1
+            linkWatch = try? LinkWatch(self, monitorSocket: monitor.socket)
+        }
+        routes |= route.mask
         loop = current
         current.addItem(.port(self), binding: nil, to: mode)
+        if let linkWatch { current.addItem(.port(linkWatch), binding: nil, to: mode) }
     }
 
     /// The reply to one of its requests came, timed out or was given up.
@@ -174,8 +257,60 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// Leaves its loop, before it closes.
     func leaveLoop() {
         loop?.removeEverywhere(.port(self))
+        if let linkWatch { loop?.removeEverywhere(.port(linkWatch)) }
         loop = nil
+        routes = 0
     }
+
+    /// The monitor's source: one event taken into the link. `.delivered` when it failed
+    /// outstanding requests (so that a run that returns after a handled source returns, and
+    /// a blocked `sendRequest` sees its failure), else `.dropped` (no message was handled).
+    fileprivate func handleLinkEvent() -> PortDelivery {
+        guard let monitor else { return .empty }
+        do {
+            guard let event = try monitor.nextEvent() else { return .empty }
+            return apply(event) > 0 ? .delivered : .dropped
+        } catch {
+            RunLoopKitLog.port.debug("cannot read a connection's monitor", metadata: [
+                "connection": "\(destination)", "error": "\(error)",
+            ])
+            return .empty
+        }
+    }
+
+    fileprivate var monitorHasEvent: Bool {
+        guard let events = try? monitor?.socket.events else { return false }
+        return events.contains(.pollIn)
+    }
+
+    // MARK: - Cancel
+
+    /// Tells the port that the request `correlationID` (message id `messageID`) sent on this
+    /// connection was given up (a kind-4 cancel, `docs/wire-format.md`), without waiting: a
+    /// cancel that cannot be queued at once (the connection is full or gone) is not sent,
+    /// counted as `cancelNotSent` and logged. Returns whether it was queued.
+    @discardableResult
+    func sendCancel(correlationID: UInt64, messageID: Int32) -> Bool {
+        let sent: Bool
+        do {
+            sent = try socket.sendHeaderOnly(kind: .cancel, messageID: messageID, correlationID: correlationID, dontWait: true)
+        } catch {
+            RunLoopKitLog.port.debug("cancel not sent", metadata: ["connection": "\(destination)", "error": "\(error)"])
+            sent = false
+        }
+        if sent {
+            loop?.sentOnPortSource(self)
+        } else {
+            PortConnection.cancelsNotSent.add(1, ordering: .relaxed)
+            RunLoopKitLog.port.debug("cancel not sent: the connection did not take it", metadata: [
+                "connection": "\(destination)", "correlationID": "\(correlationID)",
+            ])
+        }
+        return sent
+    }
+
+    /// Cancels that could not be queued, in this process (for tests and diagnostics).
+    static let cancelsNotSent = Atomic<Int>(0)
 
     package func hasPendingMessage() -> Bool {
         guard let events = try? socket.events else { return false }
@@ -199,15 +334,20 @@ final class PortConnection: PortSourceDriver, WireReceiver {
     /// Hands a reply (or failure) to the request waiting for it; anything else is dropped.
     private func deliverReply(_ envelope: PortEnvelope) -> PortDelivery {
         let awaited: Bool
+        let id = envelope.correlationID
         switch envelope.kind {
         case .reply:
-            awaited = state.replyReceiver.received(envelope.message, for: envelope.correlationID)
+            // The request's own route, read from its id; `sendRequest`'s list called directly.
+            if ReplyRoute.index(of: id) == 0 {
+                awaited = state.pendingReplies.received(envelope.message, for: id)
+            } else {
+                awaited = state.receiver(of: id)?.received(envelope.message, for: id) ?? false
+            }
         case .failure:
             let reason = envelope.message.text ?? "(no reason given)"
-            awaited = state.replyReceiver.failed(.remoteHandlerFailed(destination.address, reason: reason),
-                                                 for: envelope.correlationID)
+            awaited = state.receiver(of: id)?.failed(.remoteHandlerFailed(destination.address, reason: reason), for: id) ?? false
         case .noReply:
-            awaited = state.replyReceiver.failed(.noReply(destination.address), for: envelope.correlationID)
+            awaited = state.receiver(of: id)?.failed(.noReply(destination.address), for: id) ?? false
         case .message, .request, .cancel:
             drop(.malformed, "a \(envelope.kind) where only replies come back")
             return .dropped
@@ -221,6 +361,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
 
     package func detachedFromLoop() {
         loop = nil
+        routes = 0
     }
 
     /// Drops a message that came back on the connection: counted on the loop, logged at `.debug`.
@@ -230,4 +371,24 @@ final class PortConnection: PortSourceDriver, WireReceiver {
             "connection": "\(destination)", "reason": "\(reason)", "detail": "\(detail())",
         ])
     }
+}
+
+/// A connection's monitor as a port-based source of its loop (`PortConnection`): its PAIR
+/// socket's descriptor in the poll set, in the modes the connection waits for replies in,
+/// so that a connection lost is seen as soon as libzmq reports it (over ipc, at once when
+/// the peer dies: the kernel closes its socket). Loop thread only.
+final class LinkWatch: PortSourceDriver {
+    private unowned let connection: PortConnection
+    let pollDescriptor: Int32
+
+    init(_ connection: PortConnection, monitorSocket: ZMQSocket) throws(SystemCallError) {
+        self.connection = connection
+        pollDescriptor = try monitorSocket.fileDescriptor
+    }
+
+    func hasPendingMessage() -> Bool { connection.monitorHasEvent }
+    /// A PAIR socket over inproc keeps what it was sent until it is read.
+    var canAskInsteadOfDraining: Bool { true }
+    func handleOneMessage() -> PortDelivery { connection.handleLinkEvent() }
+    func detachedFromLoop() {}
 }

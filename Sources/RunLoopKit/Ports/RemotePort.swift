@@ -7,39 +7,83 @@ import RunLoopZMQ
 /// Thread safety: a value; send from any thread (each thread sends through sockets of its own).
 public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     public let address: PortAddress
-    /// The CURVE keys, for a port that requires CURVE: boxed, so that the common port — and
-    /// every message that carries one — copies one reference for them, not three.
-    private let curve: CurveKeys?
+    /// The CURVE keys, for a port that requires CURVE, and a heartbeat other than the
+    /// address's default: boxed, so that the common port — and every message that carries
+    /// one — copies one reference for them, not several.
+    private var extras: Extras?
 
-    /// A CURVE port's keys: its public key, and the pair the sender shows it, if any.
-    private final class CurveKeys: Sendable, Hashable {
-        let serverKey: String
+    /// What few ports have: CURVE keys, a heartbeat set by hand.
+    private final class Extras: Sendable, Hashable {
+        let serverKey: String?
         let clientKeys: PortKeyPair?
+        /// Whether `heartbeat` was set (else the address's default applies).
+        let heartbeatSet: Bool
+        let heartbeat: PortHeartbeat?
 
-        init(serverKey: String, clientKeys: PortKeyPair?) {
+        init(serverKey: String?, clientKeys: PortKeyPair?, heartbeatSet: Bool, heartbeat: PortHeartbeat?) {
             self.serverKey = serverKey
             self.clientKeys = clientKeys
+            self.heartbeatSet = heartbeatSet
+            self.heartbeat = heartbeat
         }
 
-        static func == (lhs: CurveKeys, rhs: CurveKeys) -> Bool {
+        /// These extras, or nil if they hold nothing.
+        static func make(serverKey: String?, clientKeys: PortKeyPair?, heartbeatSet: Bool, heartbeat: PortHeartbeat?) -> Extras? {
+            guard serverKey != nil || clientKeys != nil || heartbeatSet else { return nil }
+            return Extras(serverKey: serverKey, clientKeys: clientKeys, heartbeatSet: heartbeatSet, heartbeat: heartbeat)
+        }
+
+        static func == (lhs: Extras, rhs: Extras) -> Bool {
             lhs.serverKey == rhs.serverKey && lhs.clientKeys == rhs.clientKeys
+                && lhs.heartbeatSet == rhs.heartbeatSet && lhs.heartbeat == rhs.heartbeat
         }
 
         func hash(into hasher: inout Hasher) {
             hasher.combine(serverKey)
             hasher.combine(clientKeys)
+            hasher.combine(heartbeatSet)
+            hasher.combine(heartbeat)
         }
     }
 
     /// The CURVE public key of the port, if it requires CURVE (`LocalPort.requireCurve`).
-    public var curveServerKey: String? { curve?.serverKey }
+    public var curveServerKey: String? { extras?.serverKey }
     /// The key pair this sender shows a CURVE port, if it has one; without it, each
     /// connection makes a fresh pair, which no allow-list holds.
-    public var clientKeys: PortKeyPair? { curve?.clientKeys }
+    public var clientKeys: PortKeyPair? { extras?.clientKeys }
+
+    /// The ZMTP heartbeats of a thread's connection to the port (`PortHeartbeat`), nil for
+    /// none. Unless set, `PortHeartbeat.tcpDefault` for a tcp address and none for ipc
+    /// (the kernel tells at once when a peer on this host dies) or inproc. A connection
+    /// lost to them fails the requests outstanding on it at once with `remoteInvalid`.
+    /// Ports that differ in it are different destinations: each has its own connections.
+    public var heartbeat: PortHeartbeat? {
+        get {
+            guard let extras, extras.heartbeatSet else { return PortHeartbeat.default(for: address) }
+            return extras.heartbeat
+        }
+        set {
+            let isDefault = newValue == PortHeartbeat.default(for: address)
+            extras = Extras.make(serverKey: extras?.serverKey, clientKeys: extras?.clientKeys,
+                                 heartbeatSet: !isDefault, heartbeat: isDefault ? nil : newValue)
+        }
+    }
+
+    /// The heartbeat a connection sets: none within the process, whatever was set.
+    var effectiveHeartbeat: PortHeartbeat? {
+        address.isInProcess ? nil : heartbeat
+    }
 
     public init(_ address: PortAddress) {
         self.address = address
-        curve = nil
+        extras = nil
+    }
+
+    /// A port reached with `heartbeat` (nil: none) rather than its address's default: see
+    /// `heartbeat`.
+    public init(_ address: PortAddress, heartbeat: PortHeartbeat?) {
+        self.init(address)
+        self.heartbeat = heartbeat
     }
 
     /// A port that requires CURVE: messages to it are encrypted, and only reach it because
@@ -54,7 +98,7 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
             throw .invalidKey("the server key of \(address) is not 40 characters of Z85")
         }
         self.address = address
-        curve = CurveKeys(serverKey: curveServerKey, clientKeys: clientKeys)
+        extras = Extras(serverKey: curveServerKey, clientKeys: clientKeys, heartbeatSet: false, heartbeat: nil)
     }
 
     /// The port registered under `name`, in this process or another of this user's
@@ -93,4 +137,50 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "RemotePort(\(address))" }
+}
+
+/// ZMTP heartbeats on a connection to a port of another process or machine
+/// (`ZMQ_HEARTBEAT_IVL`, `ZMQ_HEARTBEAT_TIMEOUT`, `ZMQ_HEARTBEAT_TTL`): the connection
+/// sends a PING every `interval`; one that receives nothing for `timeout` after a PING is
+/// closed, and the requests outstanding on it fail at once with `PortError.remoteInvalid`.
+/// A peer that falls silent (stopped, frozen, its machine or network gone, with no FIN or
+/// reset ever coming) is so noticed between `timeout` and `interval + timeout` after it
+/// did: within 2.5 intervals with the default timeout. Each PING also asks the peer to
+/// close the connection if it hears nothing from this side for `ttl`.
+///
+/// Set on a `RemotePort` (`heartbeat`). Unset, a tcp port gets `tcpDefault`, an ipc or
+/// inproc port none.
+public struct PortHeartbeat: Sendable, Hashable, CustomStringConvertible {
+    /// How often a PING is sent (whole milliseconds, at least 1).
+    public let interval: Duration
+    /// How long after a PING the connection may stay silent before it is closed.
+    public let timeout: Duration
+    /// How long the peer may hear nothing before it closes the connection (sent in each
+    /// PING, in deciseconds: at most 6,553.5 s).
+    public let ttl: Duration
+
+    /// Heartbeats every `interval`; `timeout` defaults to 1.5 intervals (so that a silent
+    /// peer is noticed within 2.5), `ttl` to 3.
+    public init(interval: Duration, timeout: Duration? = nil, ttl: Duration? = nil) {
+        precondition(interval >= .milliseconds(1), "a heartbeat interval is at least 1 ms")
+        self.interval = interval
+        self.timeout = timeout ?? interval * 3 / 2
+        self.ttl = min(ttl ?? interval * 3, .milliseconds(6_553_599))
+    }
+
+    /// A tcp port's heartbeat unless set: a PING a second, a peer silent for 1.5 s after
+    /// one is gone. A peer over the network can vanish without the connection ever
+    /// closing (its machine or link down, a NAT that forgets it), and without heartbeats a
+    /// request to it waits out its receive timeout (5 s by default) and a connection to it
+    /// stays "up" for ever; with them it is noticed within 2.5 s, for about 20 bytes a
+    /// second each way on an idle connection. ipc needs none: the kernel closes a dead
+    /// peer's socket at once.
+    public static let tcpDefault = PortHeartbeat(interval: .seconds(1))
+
+    /// The heartbeat a port at `address` gets unless it is set.
+    static func `default`(for address: PortAddress) -> PortHeartbeat? {
+        address.rawValue.hasPrefix("tcp://") ? tcpDefault : nil
+    }
+
+    public var description: String { "PortHeartbeat(interval: \(interval), timeout: \(timeout), ttl: \(ttl))" }
 }

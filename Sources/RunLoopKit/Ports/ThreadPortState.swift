@@ -27,9 +27,11 @@ final class ThreadPortState {
     @exclusivity(unchecked) private var lastCorrelationID: UInt64 = 0
     /// When idle connections are next looked for.
     private var nextSweep = Deadline.now()
-    /// Where the replies to this thread's requests go: `sendRequest`'s waiting list unless
-    /// the thread serves requests of its own kind (`AsyncRequester`).
-    @exclusivity(unchecked) var replyReceiver: any ReplyReceiver = PendingReplies()
+    /// Where the replies to `RemotePort.sendRequest`'s requests go: route 0.
+    let pendingReplies = PendingReplies()
+    /// The other receivers of this thread's replies, by route (route `n` is element `n - 1`):
+    /// an `AsyncRequester`'s table, on its thread. A receiver is never removed.
+    private var receivers: [any ReplyReceiver] = []
 
     /// The process the state was made in: in a child it forked, its connections are the
     /// parent's, whose libzmq state did not survive the fork.
@@ -117,19 +119,45 @@ final class ThreadPortState {
         return connection
     }
 
-    /// Sends a request to `destination` (as `send` does) with a fresh correlation id; the
-    /// connection then waits for its reply in `replyReceiver`'s mode until the caller
+    /// Sends a request to `destination` (as `send` does) with a fresh correlation id that
+    /// names where its reply goes, `route` (`CFMessagePortSendRequest`'s reply mode); the
+    /// connection then waits for its reply in that receiver's mode until the caller
     /// settles it (`PortConnection.replySettled()`). `deadline` is read only if the request
     /// cannot be queued at once, as in `send(_:to:within:)`: a request queued at once reads
     /// no clock for it.
-    func sendRequest(_ message: LoopMessage, to destination: RemotePort,
+    func sendRequest(_ message: LoopMessage, to destination: RemotePort, replyTo route: ReplyRoute,
                      before deadline: @autoclosure () -> Deadline) throws(PortError)
         -> (correlationID: UInt64, connection: PortConnection) {
         lastCorrelationID &+= 1
-        let id = lastCorrelationID
+        let id = route.correlationID(lastCorrelationID)
         let connection = try send(message, as: .request, correlationID: id, to: destination, deadline: deadline)
-        connection.awaitReply(in: replyReceiver.replyMode)
+        connection.awaitReply(route: route)
         return (id, connection)
+    }
+
+    // MARK: - Where replies go
+
+    /// Makes `receiver` a destination of this thread's replies: requests sent with the route
+    /// returned have their replies (and failures) handed to it. The thread keeps it for as
+    /// long as it lives. At most `ReplyRoute.maxIndex` receivers a thread.
+    func route(to receiver: any ReplyReceiver) -> ReplyRoute {
+        precondition(receivers.count < ReplyRoute.maxIndex, "too many reply receivers on one thread")
+        receivers.append(receiver)
+        return ReplyRoute(index: receivers.count)
+    }
+
+    /// The receiver the reply to `correlationID` goes to, read from the route the id
+    /// carries; nil for an id that names none (a peer's forgery: dropped as late).
+    @inline(__always)
+    func receiver(of correlationID: UInt64) -> (any ReplyReceiver)? {
+        let index = ReplyRoute.index(of: correlationID)
+        if index == 0 { return pendingReplies }
+        return index <= receivers.count ? receivers[index - 1] : nil
+    }
+
+    /// The receiver of `route`.
+    func receiver(of route: ReplyRoute) -> any ReplyReceiver {
+        route.isWaiting ? pendingReplies : receivers[route.index - 1]
     }
 
     /// The slow path of `send`: the message could not be queued at once.
@@ -139,6 +167,11 @@ final class ThreadPortState {
         var lastConnect: Deadline?
         while true {
             if connection.target.isInProcess && !PortDirectory.shared.isOpen(connection.target) {
+                close(connection)
+                throw PortError.remoteInvalid(address)
+            }
+            // A named port whose owner is gone: its name's lock says so at once.
+            if !connection.namedOwnerLives() {
                 close(connection)
                 throw PortError.remoteInvalid(address)
             }
@@ -246,7 +279,7 @@ final class ThreadPortState {
 }
 
 /// Where the replies to a thread's requests go: `sendRequest`'s waiting list, or the
-/// async requester's table.
+/// async requester's table. Each request names its receiver (`ReplyRoute`).
 protocol ReplyReceiver: AnyObject {
     /// The mode the thread's loop services its connections in while replies are awaited.
     var replyMode: LoopMode { get }
@@ -255,4 +288,44 @@ protocol ReplyReceiver: AnyObject {
     /// The remote handler's failure came in place of the reply to `correlationID`; false if
     /// nothing waits for it (it is then dropped as late).
     func failed(_ failure: PortError, for correlationID: UInt64) -> Bool
+    /// `connection` was lost (its peer died, or stopped answering heartbeats): fails every
+    /// request sent on it whose reply this receiver still waits for with `failure`, at
+    /// once; returns how many.
+    func connectionLost(_ connection: PortConnection, _ failure: PortError) -> Int
+}
+
+/// Where the reply to a request goes, as the request says (`CFMessagePortSendRequest`'s
+/// reply mode): one of its thread's `ReplyReceiver`s, named in the top byte of the
+/// request's correlation id, which the reply carries back. The connection reads it from
+/// the reply, so no receiver is swapped in and out of the thread, and a thread serves
+/// blocking and async requests side by side. A peer that forges a reply's id reaches at
+/// most a receiver of this thread that does not wait for that id: it is dropped as late.
+struct ReplyRoute: Equatable {
+    /// 0 for `sendRequest`'s waiting list, else the thread's receiver `index - 1`.
+    let index: Int
+
+    /// Where `RemotePort.sendRequest`'s replies go: the thread's `PendingReplies`.
+    static let waiting = ReplyRoute(index: 0)
+    /// The most receivers a thread routes to besides `waiting` (bits of `ReplyRoute.mask`).
+    static let maxIndex = 63
+
+    var isWaiting: Bool { index == 0 }
+
+    private static let shift: UInt64 = 56
+
+    /// The correlation id of the thread's `serial`-th request, naming this route. Serials
+    /// start at 1, so the id is never 0.
+    @inline(__always)
+    func correlationID(_ serial: UInt64) -> UInt64 {
+        (serial & ((1 << ReplyRoute.shift) - 1)) | (UInt64(truncatingIfNeeded: index) << ReplyRoute.shift)
+    }
+
+    /// The route a correlation id names.
+    @inline(__always)
+    static func index(of correlationID: UInt64) -> Int {
+        Int(truncatingIfNeeded: correlationID >> shift)
+    }
+
+    /// Its bit in a set of routes.
+    var mask: UInt64 { 1 << UInt64(index) }
 }

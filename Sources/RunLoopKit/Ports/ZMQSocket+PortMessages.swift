@@ -96,6 +96,17 @@ extension ZMQSocket {
         return true
     }
 
+    /// Sends a message of `kind` with no components and no reply port — its 22-byte
+    /// header alone, in one frame (a cancel, `docs/wire-format.md` step 7).
+    func sendHeaderOnly(kind: WireKind, messageID: Int32, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
+        var layout = WireCodec.Layout(componentCount: 0, replyPortBytes: 0)
+        layout.finish()
+        return try sendFrame(byteCount: layout.messageFrameSize, more: false, dontWait: dontWait) { frame in
+            WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
+                                         correlationID: correlationID).finish()
+        }
+    }
+
     /// Sends a frame after the first, which libzmq never makes wait (see `send(_:dontWait:)`).
     private func sendFrame(_ bytes: [UInt8], more: Bool) throws(SystemCallError) {
         _ = try bytes.withUnsafeBufferPointer { buffer throws(SystemCallError) in
