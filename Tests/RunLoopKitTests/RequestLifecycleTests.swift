@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import RunLoopSystem
+import RunLoopWire
+import RunLoopZMQ
 @testable import RunLoopKit
 import RunLoopTestSupport
 import XCTest
@@ -119,6 +121,25 @@ final class RequestLifecycleTests: XCTestCase {
         XCTAssertTrue(server.waitForLines("noreply ", count: 2))
     }
 
+    // MARK: - Where the reply goes
+
+    func testABlockingRequestOnTheAsyncRequestersOwnThreadGetsItsReplyBesideAnAsyncOne() async throws {
+        let server = try tcpServer(["--defer", "0.3"])
+        defer { server.end() }
+        let port = server.port
+        let requester = try AsyncRequester.shared.get()
+        let async = Task { try await port.request(LoopMessage(id: 1, text: "async"), receiveTimeout: .seconds(10)) }
+        XCTAssertNotNil(server.correlationID())
+        // On the thread that serves async requests, whose replies come back on the same
+        // connection while this one waits: each reply reaches its own request.
+        let blocking = try requester.worker.performAndWait {
+            Result { () throws(PortError) in try port.sendRequest(LoopMessage(id: 2, text: "blocking"), receiveTimeout: .seconds(10)) }
+        }
+        XCTAssertEqual(try blocking.get().text, "reply:blocking")
+        let reply = try await async.value
+        XCTAssertEqual(reply.text, "reply:async")
+    }
+
     // MARK: - Cancel
 
     func testABlockingRequestThatTimesOutSendsTheServerACancelWithItsCorrelationID() async throws {
@@ -201,6 +222,49 @@ final class RequestLifecycleTests: XCTestCase {
         XCTAssertTrue(server.waitForLines("replied ", count: 4))
         XCTAssertTrue(waitUntil { requester.lateReplies == lateBefore + 1 }, "the cancelled request's reply was not dropped as late")
         XCTAssertEqual(server.lines("cancel ").count, 2, "both requests given up were cancelled on the wire")
+    }
+
+    /// A ROUTER of this test's, no RunLoopKit port: the cancel read as the bytes it is.
+    func testACancelIsTheDocumentedHeaderOnlyFrameWithTheRequestsOwnIDs() throws {
+        let router = try ZMQSocket(type: .router)
+        defer { router.close() }
+        try router.bind("tcp://127.0.0.1:*")
+        let port = RemotePort(try PortAddress(validating: try router.lastEndpoint), heartbeat: nil)
+        let requester = TestThread {
+            _ = try? port.sendRequest(LoopMessage(id: 11), receiveTimeout: .milliseconds(100))
+        }
+        defer { requester.join() }
+        var received: [[UInt8]] = []
+        while received.count < 2 {
+            XCTAssertEqual(try router.poll(for: .pollIn, timeout: .seconds(10)), .pollIn, "the request, then its cancel")
+            guard let frames = try router.receive(dontWait: true) else { continue }
+            XCTAssertEqual(frames.count, 2, "a routing id and one frame")
+            received.append(frames.last ?? [])
+        }
+        let (request, cancel) = (received[0], received[1])
+        let documented = try documentedHex(after: "its cancel's frame 0 in hex: `")
+        XCTAssertEqual(documented.count, 22)
+        XCTAssertEqual(request[4], 1, "a request first")
+        XCTAssertEqual(Array(cancel[12..<20]), Array(request[12..<20]), "the request's own correlation id")
+        XCTAssertEqual(Array(cancel[0..<12]), Array(documented[0..<12]), "kind 4, message id 11, as documented")
+        XCTAssertEqual(Array(cancel[20...]), Array(documented[20...]), "no reply port, no components")
+        XCTAssertEqual(cancel.count, documented.count)
+        let noReply = try documentedHex(after: "a no reply in its place, frame 0 in hex: `")
+        let decoded = try WireCodec.decode([noReply])
+        XCTAssertEqual(decoded, WireMessage(kind: .noReply, messageID: 11, correlationID: 0x1236))
+    }
+
+    private func documentedHex(after marker: String) throws -> [UInt8] {
+        let path = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent() // RunLoopKitTests
+            .deletingLastPathComponent() // Tests
+            .deletingLastPathComponent() // the package
+            .appendingPathComponent("docs/wire-format.md").path
+        let document = try String(contentsOfFile: path, encoding: .utf8)
+        let start = try XCTUnwrap(document.range(of: marker)?.upperBound, "the document shows \(marker)")
+        return try document[start...].prefix { $0 != "`" }.split(separator: " ").map {
+            try XCTUnwrap(UInt8($0, radix: 16), "not a hex byte after \(marker): \($0)")
+        }
     }
 
     // MARK: - A peer gone
@@ -298,32 +362,31 @@ final class RequestLifecycleTests: XCTestCase {
         let server = try namedServer()
         defer { server.end() }
         let port = server.port
-        let outcome = await Task.detached { () -> [Result<Duration, PortError>] in
+        let outcome = await Task.detached { () -> [(PortError?, Duration)] in
             // Connected, and the owner seen alive: a request answered.
             guard (try? port.sendRequest(LoopMessage(id: 1, text: "alive"), receiveTimeout: .seconds(10)))?.text == "reply:alive" else {
-                return [.failure(.invalidated)]
+                return []
             }
             kill(server.process.pid, SIGKILL)
             _ = server.process.waitForExit()
-            var results: [Result<Duration, PortError>] = []
-            for _ in 0..<3 {
+            var results: [(PortError?, Duration)] = []
+            for attempt in 0..<4 {
                 let start = Deadline.now()
-                results.append(Result { () throws(PortError) -> Duration in
-                    try port.send(LoopMessage(id: 2), timeout: .seconds(20))
-                    return Deadline.now() - start
-                })
+                let result = Result { () throws(PortError) in
+                    if attempt < 3 {
+                        try port.send(LoopMessage(id: 2), timeout: .seconds(5))
+                    } else {
+                        _ = try port.sendRequest(LoopMessage(id: 3), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+                    }
+                }
+                results.append((result.failure, Deadline.now() - start))
             }
-            let start = Deadline.now()
-            let request = Result { () throws(PortError) -> Duration in
-                _ = try port.sendRequest(LoopMessage(id: 3), sendTimeout: .seconds(20), receiveTimeout: .seconds(20))
-                return Deadline.now() - start
-            }
-            results.append(request)
             return results
         }.value
         XCTAssertEqual(outcome.count, 4, "the owner never answered: \(server.process.stderr)")
-        for result in outcome {
-            XCTAssertEqual(result.failure, .remoteInvalid(port.address), "accepted, or another error, after the death")
+        for (error, took) in outcome {
+            XCTAssertEqual(error, .remoteInvalid(port.address), "accepted, or another error, after the death")
+            XCTAssertLessThan(took, .seconds(1), "at once, not at the 5 s send timeout")
         }
         server.end()
     }

@@ -236,11 +236,9 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         // A connection is its thread's, so the loop it joins is always that thread's.
         let current = loop ?? ThreadRunLoop.current
         if let monitor, linkWatch == nil {
-            // What the monitor reported before the first request is the link's past: read
-            // it before the watch joins (it fails nothing: only this request waits).
-            awaitedReplies -= 1
-            _ = try? updateLink()
-            awaitedReplies += 1
+            // Its events are read in order from here on, those from before the request
+            // included: a connection lost even before the request was registered as
+            // awaited fails it (see `apply`), once the loop runs.
             linkWatch = try? LinkWatch(self, monitorSocket: monitor.socket)
         }
         routes |= route.mask
