@@ -341,6 +341,28 @@ final class RequestLifecycleTests: XCTestCase {
         XCTAssertLessThan(latency, interval * 3)
     }
 
+    func testAConnectionClosedAfterItsPeerDiedLeavesNoSourceOfItsOwnOrItsMonitorsInTheLoop() throws {
+        let server = try namedServer()
+        defer { server.end() }
+        let port = server.port
+        let left = LockedValue<(during: Int, after: Int, error: PortError?)?>(nil)
+        TestThread {
+            let loop = ThreadRunLoop.current
+            _ = try? port.sendRequest(LoopMessage(id: 1, text: "alive"), receiveTimeout: .seconds(10))
+            let during = loop.items(of: PendingReplies.mode)?.ports.count ?? 0 // the connection and its monitor
+            kill(server.process.pid, SIGKILL)
+            _ = server.process.waitForExit()
+            // The send finds the owner dead and closes the connection.
+            let error = Result { () throws(PortError) in try port.send(LoopMessage(id: 2), timeout: .seconds(5)) }.failure
+            left.withLock { $0 = (during, loop.items(of: PendingReplies.mode)?.ports.count ?? 0, error) }
+            _ = loop.run(mode: PendingReplies.mode, timeout: .milliseconds(20), returnAfterSourceHandled: false)
+        }.join()
+        let (during, after, error) = try XCTUnwrap(left.withLock { $0 })
+        XCTAssertEqual(error, .remoteInvalid(port.address))
+        XCTAssertEqual(during, 2, "a connection to another process waits with its monitor")
+        XCTAssertEqual(after, 0, "both left the loop with the connection")
+    }
+
     func testATCPPortsHeartbeatIsOnByDefaultAndOffForIPCAndSettable() throws {
         let tcp = RemotePort(try PortAddress(validating: "tcp://127.0.0.1:5555"))
         XCTAssertEqual(tcp.heartbeat, .tcpDefault)

@@ -252,10 +252,12 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         awaitedReplies -= 1
     }
 
-    /// Leaves its loop, before it closes.
+    /// Leaves its loop, with its monitor's source, before it closes.
     func leaveLoop() {
-        loop?.removeEverywhere(.port(self))
-        if let linkWatch { loop?.removeEverywhere(.port(linkWatch)) }
+        // Read once: leaving its last mode calls `detachedFromLoop`, which clears `loop`.
+        let current = loop
+        current?.removeEverywhere(.port(self))
+        if let linkWatch { current?.removeEverywhere(.port(linkWatch)) }
         loop = nil
         routes = 0
     }
@@ -376,7 +378,10 @@ final class PortConnection: PortSourceDriver, WireReceiver {
 /// so that a connection lost is seen as soon as libzmq reports it (over ipc, at once when
 /// the peer dies: the kernel closes its socket). Loop thread only.
 final class LinkWatch: PortSourceDriver {
-    private unowned let connection: PortConnection
+    /// Weak: the connection leaves the loop with its watch before it goes, and a watch
+    /// asked after that (it never is) finds nothing rather than trap. Read only on a link
+    /// event, never on a request's way.
+    private weak var connection: PortConnection?
     let pollDescriptor: Int32
 
     init(_ connection: PortConnection, monitorSocket: ZMQSocket) throws(SystemCallError) {
@@ -384,9 +389,9 @@ final class LinkWatch: PortSourceDriver {
         pollDescriptor = try monitorSocket.fileDescriptor
     }
 
-    func hasPendingMessage() -> Bool { connection.monitorHasEvent }
+    func hasPendingMessage() -> Bool { connection?.monitorHasEvent ?? false }
     /// A PAIR socket over inproc keeps what it was sent until it is read.
     var canAskInsteadOfDraining: Bool { true }
-    func handleOneMessage() -> PortDelivery { connection.handleLinkEvent() }
+    func handleOneMessage() -> PortDelivery { connection?.handleLinkEvent() ?? .empty }
     func detachedFromLoop() {}
 }
