@@ -151,6 +151,28 @@ final class ReplyRightTests: XCTestCase {
         thread.stop()
     }
 
+    func testARequestWhoseRightIsHeldWhenItsPortIsInvalidatedGetsANoReplyAtOnce() throws {
+        let kept = SharedValue<[ReplyRightBox]>([])
+        let (thread, port) = server { _, right in
+            guard let right else { return }
+            let box = ReplyRightBox(right)
+            kept.withLock { $0.append(box) }
+        }
+        let remote = port.remote
+        let result = SharedValue<Result<LoopMessage, PortError>?>(nil)
+        DispatchQueue.global().async {
+            let outcome = Result { () throws(PortError) in try remote.sendRequest(LoopMessage(id: 13), receiveTimeout: .seconds(60)) }
+            result.withLock { $0 = outcome }
+        }
+        XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1 })
+        port.invalidate()
+        XCTAssertTrue(waitUntil { result.withLock { $0 != nil } })
+        guard case .failure(let error)? = result.withLock({ $0 }) else { return XCTFail("answered") }
+        XCTAssertEqual(error, .noReply(remote.address), "a dead port's held rights notify their requesters")
+        kept.withLock { $0.removeAll() }
+        thread.stop()
+    }
+
     func testARightThatOutlivesItsOwnerThreadFailsCleanly() throws {
         let kept = SharedValue<[ReplyRightBox]>([])
         let (thread, port) = server { _, right in

@@ -170,6 +170,19 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         }
     }
 
+    /// The port closes: each request whose right is still held is answered with a no reply
+    /// now, while the socket is open (as a dead Mach receive right's send-once rights notify
+    /// their requesters), and cancelled, so that what its right's holder sends later is
+    /// dropped and counted. Owner thread.
+    func answerOutstandingRequestsAtClose() {
+        guard outstandingRequests.count > 0 else { return }
+        for request in outstandingRequests.takeEveryRequest() {
+            sendReply(LoopMessage(id: request.requestID), as: .noReply, correlationID: request.correlationID,
+                      via: request.returnPath)
+            request.cancel()
+        }
+    }
+
     /// Does what a reply right's holder made of it (`ReplyRightState.Action`), on the
     /// owner thread: now if called there, else handed to the owner's loop, which does it in
     /// its next pass whatever its mode; neither side waits. `ending`: the right is settled

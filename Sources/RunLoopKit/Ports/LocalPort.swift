@@ -373,12 +373,12 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     func close() {
         guard transition(.close) else { return }
         PortDirectory.shared.closing(inProcessAddress)
+        answerOutstandingRequestsAtClose()
         ownerLoop?.removePortEverywhere(self)
         closeSocketAndGiveBackAddresses()
         registeredName.withLock { $0 = nil }
         handler = nil
         handlerErrorHandler = nil
-        outstandingRequests.cancelAll() // their rights' answers are dropped and counted
     }
 
     package func closeAtLoopTeardown() { close() }

@@ -59,13 +59,13 @@ struct OutstandingRequestTable {
         return takeAll(from: routingID)
     }
 
-    /// Cancels every request and forgets them all: the port closed.
-    mutating func cancelAll() {
+    /// Every request, forgotten: the port closes.
+    mutating func takeEveryRequest() -> [OutstandingRequest] {
         let all = byConnection.values.flatMap(\.values)
         byConnection.removeAll()
         byDescriptor.removeAll()
         count = 0
-        for request in all { request.cancel() }
+        return all
     }
 
     /// How many connections have requests outstanding, and how many descriptors are mapped to one.
