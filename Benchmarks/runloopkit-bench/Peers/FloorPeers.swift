@@ -399,3 +399,144 @@ final class FloorThroughput: RateContender {
         RawZMQ.terminate(context)
     }
 }
+
+/// `request-reply-deferred`'s floor: `FloorRequestReply`'s DEALER requester, and a server
+/// thread that hands each request (`[routing id][body]`) to a worker thread over an inproc
+/// PAIR instead of answering it; the worker sends both frames back over the PAIR, and the
+/// server forwards them on its ROUTER. The server thread sleeps in one epoll set on both
+/// sockets' `ZMQ_FD`s and drains both after each wake-up, until a pass over the two finds
+/// nothing (a send on one may consume the other's edge, so the last call on each before
+/// the sleep is a receive that found nothing); the worker sleeps in epoll on its PAIR.
+/// The three threads are placed as RunLoopKit's are (see `Placement`).
+final class FloorDeferredRequestReply: LatencyContender {
+    let name = "floor"
+    private let context = RawZMQ.context()
+    private let driver = CommandThread()
+    private let server: JoinableThread
+    private let worker: JoinableThread
+    /// The driver's DEALER in its poll set; used on the driver thread only.
+    private let client: Confined<FloorPollSet>
+
+    init() {
+        let context = context
+        let endpoint = "inproc://runloopkit-bench.floor.request-reply-deferred"
+        let handOff = "inproc://runloopkit-bench.floor.request-reply-deferred.worker"
+        let bound = DispatchSemaphore(value: 0)
+        server = JoinableThread.start(cpu: Placement.pair) {
+            let router = RawZMQ.floorRouter(context, bind: endpoint)
+            let pair = RawZMQ.socket(context, ZMQ_PAIR, bind: handOff)
+            bound.signal()
+            FloorDeferredRequestReply.serve(router, handingTo: pair)
+            RawZMQ.close(pair)
+            RawZMQ.close(router)
+        }
+        bound.wait()
+        let connected = DispatchSemaphore(value: 0)
+        worker = JoinableThread.start(cpu: Placement.pair) {
+            let pair = RawZMQ.socket(context, ZMQ_PAIR, connect: handOff)
+            connected.signal()
+            FloorDeferredRequestReply.work(on: pair)
+            RawZMQ.close(pair)
+        }
+        connected.wait()
+        client = Confined(driver.run { FloorPollSet(watching: RawZMQ.floorDealer(context, connect: endpoint)) })
+    }
+
+    /// The server thread: requests from the ROUTER go to the PAIR, replies from the PAIR
+    /// go out on the ROUTER; ends after passing on a request with an empty body.
+    private static func serve(_ router: ZMQHandle, handingTo pair: ZMQHandle) {
+        let epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epollFD >= 0 else { fatalError("epoll_create1: errno \(errno)") }
+        defer { close(epollFD) }
+        for socket in [router, pair] {
+            var descriptor: Int32 = -1
+            var size = MemoryLayout<Int32>.size
+            guard zmq_getsockopt(socket.raw, ZMQ_FD, &descriptor, &size) == 0 else { fatalError("ZMQ_FD: \(RawZMQ.errorText)") }
+            var event = epoll_event()
+            event.events = EPOLLIN.rawValue
+            guard epoll_ctl(epollFD, EPOLL_CTL_ADD, descriptor, &event) == 0 else { fatalError("epoll_ctl: errno \(errno)") }
+        }
+        let identity = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 16)
+        let body = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+        defer { identity.deallocate(); body.deallocate() }
+        var ending = false
+        while true {
+            var moved = true
+            while moved {
+                moved = false
+                while let identitySize = RawZMQ.receiveNow(router, identity, 256) {
+                    let bodySize = RawZMQ.receiveReady(router, body, 4096)
+                    moved = true
+                    if bodySize == 0 { ending = true }
+                    RawZMQ.sendReady(pair, identity, identitySize, more: true)
+                    RawZMQ.sendReady(pair, body, min(bodySize, 4096))
+                }
+                if ending { return }
+                while let identitySize = RawZMQ.receiveNow(pair, identity, 256) {
+                    let bodySize = RawZMQ.receiveReady(pair, body, 4096)
+                    moved = true
+                    RawZMQ.sendReady(router, identity, identitySize, more: true)
+                    RawZMQ.sendReady(router, body, min(bodySize, 4096))
+                }
+            }
+            var event = epoll_event()
+            while epoll_wait(epollFD, &event, 1, -1) < 0 {
+                guard errno == EINTR else { fatalError("epoll_wait: errno \(errno)") }
+            }
+        }
+    }
+
+    /// The worker thread: sends each request's two frames back as its reply; ends at an
+    /// empty body.
+    private static func work(on pair: ZMQHandle) {
+        let pollSet = FloorPollSet(watching: pair)
+        defer { pollSet.close() }
+        let identity = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 16)
+        let body = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+        defer { identity.deallocate(); body.deallocate() }
+        while true {
+            while let identitySize = RawZMQ.receiveNow(pair, identity, 256) {
+                let bodySize = RawZMQ.receiveReady(pair, body, 4096)
+                if bodySize == 0 { return }
+                RawZMQ.sendReady(pair, identity, identitySize, more: true)
+                RawZMQ.sendReady(pair, body, min(bodySize, 4096))
+            }
+            pollSet.sleep()
+        }
+    }
+
+    func measure(_ count: Int) -> LatencyRecorder {
+        let client = client
+        return driver.run {
+            let pollSet = client.value
+            var recorder = LatencyRecorder()
+            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+            defer { buffer.deallocate() }
+            buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
+            for _ in 0..<count {
+                let start = Clock.now()
+                RawZMQ.sendReady(pollSet.socket, buffer, 64)
+                pollSet.wait(for: ZMQ_POLLIN)
+                precondition(RawZMQ.receiveReady(pollSet.socket, buffer, 4096) == 64)
+                recorder.record(nanoseconds: Clock.now() &- start)
+            }
+            return recorder
+        }
+    }
+
+    func finish() {
+        let client = client
+        driver.run {
+            var empty: UInt8 = 0
+            RawZMQ.sendReady(client.value.socket, &empty, 0)
+        }
+        server.join()
+        worker.join()
+        driver.run {
+            RawZMQ.close(client.value.socket)
+            client.value.close()
+        }
+        driver.finish()
+        RawZMQ.terminate(context)
+    }
+}
