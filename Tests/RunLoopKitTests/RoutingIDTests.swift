@@ -24,4 +24,14 @@ final class RoutingIDTests: XCTestCase {
         XCTAssertEqual(routingID(long), routingID(long))
         XCTAssertNotEqual(routingID(long), routingID(long.dropLast() + [8]))
     }
+
+    func testEqualIdsHashAlikeSoATableFindsARequestByItsConnection() {
+        for length in [1, 5, 16, 17, 255] {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 7) }
+            XCTAssertEqual(routingID(bytes).hashValue, routingID(bytes).hashValue, "\(length) bytes")
+            var table: [RoutingID: Int] = [routingID(bytes): length]
+            table[routingID(bytes.dropLast() + [0xFF])] = -1
+            XCTAssertEqual(table[routingID(bytes)], length)
+        }
+    }
 }

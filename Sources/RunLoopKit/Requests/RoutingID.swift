@@ -33,11 +33,22 @@ struct RoutingID: Sendable, Hashable {
         }
     }
 
+    /// Compared and hashed by the inline words when the id fits them (bytes past `count`
+    /// stay zero), by the bytes only for a longer id: a port's table of outstanding requests
+    /// looks one up per deferred request.
     static func == (lhs: RoutingID, rhs: RoutingID) -> Bool {
-        lhs.count == rhs.count && lhs.withUnsafeBytes { left in rhs.withUnsafeBytes { left.elementsEqual($0) } }
+        guard lhs.count == rhs.count else { return false }
+        if let left = lhs.longer, let right = rhs.longer { return left == right }
+        return lhs.inline == rhs.inline
     }
 
     func hash(into hasher: inout Hasher) {
-        withUnsafeBytes { hasher.combine(bytes: $0) }
+        hasher.combine(count)
+        if let longer {
+            longer.withUnsafeBytes { hasher.combine(bytes: $0) }
+        } else {
+            hasher.combine(inline.0)
+            hasher.combine(inline.1)
+        }
     }
 }
