@@ -1,5 +1,7 @@
+import CLinuxPoll
 import Dispatch
 import Foundation
+import Glibc
 @testable import RunLoopCore // for core internals it reads: a loop's delayed performs
 @testable import RunLoopKit
 import RunLoopTestSupport
@@ -7,6 +9,13 @@ import XCTest
 
 final class WorkerThreadTests: XCTestCase {
     private struct Oops: Error, Equatable {}
+    private static let scenarioVariable = "RUNLOOPKIT_WORKER_THREAD_SCENARIO"
+
+    override func setUp() {
+        super.setUp()
+        guard childScenario(WorkerThreadTests.scenarioVariable) != nil else { return }
+        endChild { WorkerThreadTests.startAWorkerWhoseWaitFails() }
+    }
 
     // MARK: - Start
 
@@ -291,5 +300,43 @@ final class WorkerThreadTests: XCTestCase {
             XCTAssertLessThan(after.residentKilobytes - before.residentKilobytes, bound, "resident memory within \(bound) kB")
         }
         XCTAssertFalse(liveThreadNames().contains("leak-cycle"))
+    }
+
+    // MARK: - A failed wait
+
+    /// A worker whose poll set's wait the kernel fails (`epoll_pwait2` made to fail with
+    /// `EBADF` by a seccomp filter, in a child process): its resident run ends at the
+    /// failure (`RunResult.failed`, `RunResultTests`) rather than spinning on it, its thread
+    /// exits, and work handed to it fails instead of waiting forever.
+    func testAWorkerWhoseWaitTheKernelFailsEndsItsThreadAndLaterWorkFailsNotWaits() throws {
+        let report = try expectPassingChild(self, test: #function, variable: WorkerThreadTests.scenarioVariable, scenario: "EBADF")
+        XCTAssertTrue(report.contains("PASS the worker ended"), "the child's report:\n\(report)")
+    }
+
+    /// In the child: a worker started under the filter, given a port so that it sleeps in
+    /// its poll set.
+    private static func startAWorkerWhoseWaitFails() -> Bool {
+        guard clinux_deny_system_call_for_tests(clinux_epoll_pwait2_number(), EBADF) == 0 else {
+            return childReport(false, "seccomp is not available here: errno \(errno)")
+        }
+        // A worker started now inherits the filter.
+        let worker: WorkerThread
+        do {
+            worker = try WorkerThread(name: "failing-wait")
+            try worker.performAndWait {
+                let port = try LocalPort { _ in nil }
+                ThreadRunLoop.current.add(port, to: .default) // its first sleep in the poll set fails
+            }
+        } catch {
+            return childReport(false, "the worker could not be set up: \(error)")
+        }
+        do {
+            try worker.performAndWait {}
+            return childReport(false, "work ran on a worker whose loop failed")
+        } catch {
+            print("the worker's later work: \(error)")
+        }
+        worker.stop()
+        return childReport(true, "the worker ended")
     }
 }

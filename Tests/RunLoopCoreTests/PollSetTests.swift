@@ -1,13 +1,13 @@
 import CLinuxPoll
 import Glibc
-@testable import RunLoopCore // for core internals it reads: the poll set's kernel fallback
-@testable import RunLoopKit
+@testable import RunLoopCore
+import RunLoopSystem
 import RunLoopTestSupport
 import XCTest
 
 /// The poll set's wait: `epoll_pwait2` through `syscall(2)` with a nanosecond timeout, and
 /// `epoll_wait` with a millisecond one, rounded up, on kernels without it.
-/// (Here, not in RunLoopCoreTests: a port is what gives the loop its poll set.)
+/// (A `FakePort` gives the loop its poll set.)
 final class PollSetTests: XCTestCase {
     private static let scenarioVariable = "RUNLOOPKIT_POLL_SET_SCENARIO"
 
@@ -18,10 +18,10 @@ final class PollSetTests: XCTestCase {
     }
 
     /// A loop asleep in its poll set: `mode` holds only a port, which gets no message.
-    private func loopWithPortOnly(in mode: LoopMode) throws -> (ThreadRunLoop, LocalPort) {
+    private func loopWithPortOnly(in mode: LoopMode) throws -> (ThreadRunLoop, FakePort) {
         let loop = ThreadRunLoop.current
-        let port = try LocalPort { _ in nil }
-        loop.add(port, to: mode)
+        let port = try FakePort()
+        loop.addItem(.port(port), binding: nil, to: mode)
         return (loop, port)
     }
 
@@ -31,7 +31,7 @@ final class PollSetTests: XCTestCase {
     func testWithoutEpollPwait2ARunTimesOutAtItsDeadlineNeverBeforeThroughMillisecondWaitsRoundedUp() throws {
         let mode = LoopMode("pollset-\(#line)")
         let (loop, port) = try loopWithPortOnly(in: mode)
-        defer { port.invalidate() }
+        defer { loop.removeEverywhere(.port(port)) }
         loop.poller.forcesMillisecondWaits = true
         defer { loop.poller.forcesMillisecondWaits = false }
         let waitsBefore = loop.poller.millisecondWaits
@@ -49,7 +49,7 @@ final class PollSetTests: XCTestCase {
     func testWhereTheKernelHasEpollPwait2ARunSleepsInItThroughSyscall() throws {
         let mode = LoopMode("pollset-\(#line)")
         let (loop, port) = try loopWithPortOnly(in: mode)
-        defer { port.invalidate() }
+        defer { loop.removeEverywhere(.port(port)) }
         var name = utsname()
         uname(&name)
         let release = withUnsafeBytes(of: name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -92,9 +92,9 @@ final class PollSetTests: XCTestCase {
     private static func timedRunsFallBack(loopName: String) -> Bool {
         let mode = LoopMode("pollset-enosys")
         let loop = ThreadRunLoop.current
-        guard let port = try? LocalPort(handler: { _ in nil }) else { return childReport(false, "no port") }
-        defer { port.invalidate() }
-        loop.add(port, to: mode)
+        guard let port = try? FakePort() else { return childReport(false, "no port") }
+        defer { loop.removeEverywhere(.port(port)) }
+        loop.addItem(.port(port), binding: nil, to: mode)
         for _ in 0..<10 {
             let start = Deadline.now()
             let result = loop.run(mode: mode, timeout: nearTimeout, returnAfterSourceHandled: true)

@@ -1,11 +1,12 @@
 import CLinuxPoll
 import Glibc
-@testable import RunLoopKit
+@testable import RunLoopCore
+import RunLoopSystem
 import RunLoopTestSupport
 import XCTest
 
 /// How a run ends when the kernel refuses its sleep: `RunResult.failed`, never a trap.
-/// (Here, not in RunLoopCoreTests: a port is what the kernel is made to refuse.)
+/// (A worker's resident run that fails so: `WorkerThreadTests`.)
 final class RunResultTests: XCTestCase {
     private static let scenarioVariable = "RUNLOOPKIT_RUN_RESULT_SCENARIO"
 
@@ -54,12 +55,13 @@ final class RunResultTests: XCTestCase {
         XCTAssertEqual(refused.asked, 0, "a run that failed delivered nothing")
 
         loop.removeItem(.port(refused), from: mode)
-        let port = try LocalPort { _ in nil }
-        defer { port.invalidate() }
-        loop.add(port, to: mode)
-        try port.send(LoopMessage(id: 3))
+        let port = try FakePort()
+        defer { loop.removeEverywhere(.port(port)) }
+        loop.addItem(.port(port), binding: nil, to: mode)
+        port.send()
         XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(20), returnAfterSourceHandled: true), .handledSource,
                        "the loop runs on")
+        XCTAssertEqual(port.delivered, 1)
     }
 
     func testAFailedResultSaysWhatTheKernelRefused() {
@@ -68,8 +70,7 @@ final class RunResultTests: XCTestCase {
     }
 
     /// A wait the kernel fails (here `epoll_pwait2` made to fail with `EBADF` by a seccomp
-    /// filter, in a child process) ends the run with `.failed`, and ends a worker's
-    /// resident run rather than spinning on it.
+    /// filter, in a child process) ends the run with `.failed`.
     func testARunWhoseWaitTheKernelFailsEndsFailedWithTheErrorNotATrap() throws {
         let report = try expectPassingChild(self, test: #function, variable: RunResultTests.scenarioVariable, scenario: "EBADF")
         XCTAssertTrue(report.contains("PASS failed"), "the child's report:\n\(report)")
@@ -79,35 +80,13 @@ final class RunResultTests: XCTestCase {
     private static func runWithAFailingWait() -> Bool {
         let loop = ThreadRunLoop.current
         let mode = LoopMode("failing-wait")
-        guard let port = try? LocalPort(handler: { _ in nil }) else { return childReport(false, "no port") }
-        defer { port.invalidate() }
-        loop.add(port, to: mode)
+        guard let port = try? FakePort() else { return childReport(false, "no port") }
+        defer { loop.removeEverywhere(.port(port)) }
+        loop.addItem(.port(port), binding: nil, to: mode)
         guard clinux_deny_system_call_for_tests(clinux_epoll_pwait2_number(), EBADF) == 0 else {
             return childReport(false, "seccomp is not available here: errno \(errno)")
         }
         let result = loop.run(mode: mode, timeout: .seconds(5), returnAfterSourceHandled: false)
-        guard result == .failed(SystemCallError(call: "epoll_pwait2", errno: EBADF)) else {
-            return childReport(false, "the run ended \(result)")
-        }
-        // A worker started now inherits the filter: its resident run ends at the failure,
-        // its thread exits, and work handed to it fails instead of waiting forever.
-        let worker: WorkerThread
-        do {
-            worker = try WorkerThread(name: "failing-wait")
-            try worker.performAndWait {
-                let port = try LocalPort { _ in nil }
-                ThreadRunLoop.current.add(port, to: .default) // its first sleep in the poll set fails
-            }
-        } catch {
-            return childReport(false, "the worker could not be set up: \(error)")
-        }
-        do {
-            try worker.performAndWait {}
-            return childReport(false, "work ran on a worker whose loop failed")
-        } catch {
-            print("the worker's later work: \(error)")
-        }
-        worker.stop()
-        return childReport(true, "failed with \(result); the worker ended")
+        return childReport(result == .failed(SystemCallError(call: "epoll_pwait2", errno: EBADF)), "failed with \(result)")
     }
 }

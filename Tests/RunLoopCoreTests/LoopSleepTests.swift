@@ -1,10 +1,12 @@
 import Dispatch
 import Foundation
-@testable import RunLoopKit
+@testable import RunLoopCore
+import RunLoopSystem
 import RunLoopTestSupport
 import XCTest
 
 /// Where a loop sleeps: on a futex while it has no port, in its poll set from its first port on.
+/// (The port is a `FakePort`: any port source moves the loop to its poll set.)
 final class LoopSleepTests: XCTestCase {
     func testLoopsWithoutPortsHoldNoDescriptors() {
         let before = ProcessResources.measure().descriptors
@@ -30,36 +32,33 @@ final class LoopSleepTests: XCTestCase {
             loop.add(LoopObserver(activities: .beforeWaiting) { _, _ in sleeps.signal() }, to: .default)
         }
         waitOrFail(sleeps, "the first sleep, on the futex")
-        let port = try worker.loop.performAndWait { () -> LocalPort in
-            let port = try LocalPort { _ in
-                received.signal()
-                return nil
-            }
-            ThreadRunLoop.current.add(port, to: .default)
+        let port = try worker.loop.performAndWait { () -> FakePort in
+            let port = try FakePort { received.signal() }
+            ThreadRunLoop.current.addItem(.port(port), binding: nil, to: .default)
             return port
         }
         waitOrFail(sleeps, "a sleep in the poll set")
-        try port.remote.send(LoopMessage(id: 7), timeout: .seconds(5))
+        port.send()
         waitOrFail(received, "the message")
         XCTAssertEqual(try worker.loop.performAndWait { 42 }, 42, "a wake-up reaches a loop asleep in its poll set")
-        try worker.loop.performAndWait { port.invalidate() }
+        try worker.loop.performAndWait { ThreadRunLoop.current.removeEverywhere(.port(port)) }
         worker.stop()
     }
 
     // MARK: - Far deadlines (a timerfd instead of a timeout per sleep)
 
     /// A port makes the loop sleep in its poll set; `mode` holds only that port.
-    private func loopWithPortOnly(in mode: LoopMode) throws -> (ThreadRunLoop, LocalPort) {
+    private func loopWithPortOnly(in mode: LoopMode) throws -> (ThreadRunLoop, FakePort) {
         let loop = ThreadRunLoop.current
-        let port = try LocalPort { _ in nil }
-        loop.add(port, to: mode)
+        let port = try FakePort()
+        loop.addItem(.port(port), binding: nil, to: mode)
         return (loop, port)
     }
 
     func testARunWithAFarDeadlineTimesOutAtItNotBefore() throws {
         let mode = LoopMode("poller-far-\(#line)")
         let (loop, port) = try loopWithPortOnly(in: mode)
-        defer { port.invalidate() }
+        defer { loop.removeEverywhere(.port(port)) }
         let start = Deadline.now()
         XCTAssertEqual(loop.run(mode: mode, timeout: .milliseconds(60), returnAfterSourceHandled: true), .timedOut)
         XCTAssertGreaterThanOrEqual(Deadline.now() - start, .milliseconds(60))
@@ -86,7 +85,7 @@ final class LoopSleepTests: XCTestCase {
     func testATimerArmedForAnEarlierRunNeverWakesALaterRunBeforeItsOwnDeadline() throws {
         let mode = LoopMode("poller-far-\(#line)")
         let (loop, port) = try loopWithPortOnly(in: mode)
-        defer { port.invalidate() }
+        defer { loop.removeEverywhere(.port(port)) }
         // The first run goes to sleep with a far deadline (at least 10 ms away: the timerfd
         // is armed for it), and a message from another thread wakes it long before.
         let firstTimeout = Duration.milliseconds(300)
@@ -94,7 +93,7 @@ final class LoopSleepTests: XCTestCase {
         loop.add(LoopObserver(activities: .beforeWaiting, repeats: false) { _, _ in asleep.signal() }, to: mode)
         let sender = TestThread {
             waitOrFail(asleep, "the first run to go to sleep")
-            do { try port.remote.send(LoopMessage(id: 1), timeout: .seconds(5)) } catch { XCTFail("\(error)") }
+            port.send()
         }
         let firstDeadline = Deadline.after(firstTimeout)
         XCTAssertEqual(loop.run(mode: mode, until: firstDeadline, returnAfterSourceHandled: true), .handledSource)
@@ -125,7 +124,7 @@ final class LoopSleepTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(Deadline.now(), secondDeadline)
         XCTAssertGreaterThan(secondDeadline, firstDeadline + .milliseconds(100), "the first run's deadline came during the second")
         // The wake-up the promise is about is the one the timerfd would cause at the first
-        // run's deadline. (The port, in the other mode, may wake the loop right after the
+        // run's deadline. (A real port, in the other mode, may wake the loop right after the
         // first run: libzmq signals its descriptor for its own commands too.)
         let offsets = wakeUps.map { $0 - firstDeadline }
         XCTAssertFalse(wakeUps.contains { $0.rawValue + 50_000_000 >= firstDeadline.rawValue && $0 < secondDeadline },
@@ -137,8 +136,8 @@ final class LoopSleepTests: XCTestCase {
     func testAMessageWakesALoopAsleepUntilAFarDeadline() throws {
         let mode = LoopMode("poller-far-\(#line)")
         let (loop, port) = try loopWithPortOnly(in: mode)
-        defer { port.invalidate() }
-        let sender = TestThread { try? port.remote.send(LoopMessage(id: 2)) }
+        defer { loop.removeEverywhere(.port(port)) }
+        let sender = TestThread { port.send() }
         XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(30), returnAfterSourceHandled: true), .handledSource)
         sender.join()
     }
