@@ -33,7 +33,7 @@ final class LoopSleepTests: XCTestCase {
         }
         waitOrFail(sleeps, "the first sleep, on the futex")
         let port = try worker.loop.performAndWait { () -> FakePort in
-            let port = try FakePort { received.signal() }
+            let port = try FakePort { _ in received.signal() }
             ThreadRunLoop.current.addItem(.port(port), binding: nil, to: .default)
             return port
         }

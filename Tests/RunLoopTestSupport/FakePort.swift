@@ -12,8 +12,8 @@ import RunLoopSystem
 ///   descriptor's signal, as libzmq processing its mailbox does, whatever still waits: the
 ///   descriptor stays quiet while messages are queued, so a loop that trusts it alone
 ///   strands them.
-/// - `handleOneMessage()` delivers one message to `handler`, or answers `.empty` once
-///   none waits.
+/// - `handleOneMessage()` delivers one message to `handler` (its number: messages are
+///   numbered from 0 in the order sent), or answers `.empty` once none waits.
 ///
 /// Added with `loop.addItem(.port(port), binding: nil, to: mode)` on the loop's thread, and
 /// taken out with `removeItem`/`removeEverywhere`. Loop thread only, but `send()`.
@@ -21,8 +21,8 @@ package final class FakePort: PortSourceDriver, @unchecked Sendable {
     package let pollDescriptor: Int32
     /// Messages queued and not yet received; any thread.
     private let queued: LockedValue<Int>
-    /// Called on the loop's thread for each message delivered.
-    package var handler: () -> Void
+    /// Called on the loop's thread for each message delivered, with its number.
+    package var handler: (Int) -> Void
     package var canAskInsteadOfDraining = true
     /// Messages delivered to `handler`.
     package private(set) var delivered = 0
@@ -31,7 +31,7 @@ package final class FakePort: PortSourceDriver, @unchecked Sendable {
     package private(set) var detachments = 0
 
     /// A port with `waiting` messages already queued, its descriptor not signalled for them.
-    package init(waiting: Int = 0, handler: @escaping () -> Void = {}) throws {
+    package init(waiting: Int = 0, handler: @escaping (Int) -> Void = { _ in }) throws {
         pollDescriptor = try Kernel.eventDescriptor()
         _ = fcntl(pollDescriptor, F_SETFL, fcntl(pollDescriptor, F_GETFL) | O_NONBLOCK) // as `ZMQ_FD` is read: never blocking
         queued = LockedValue(waiting)
@@ -73,7 +73,7 @@ package final class FakePort: PortSourceDriver, @unchecked Sendable {
         }
         guard took else { return .empty }
         delivered += 1
-        handler()
+        handler(delivered - 1)
         return .delivered
     }
 
