@@ -109,8 +109,11 @@ let package = Package(
                           dependencies: ["RunLoopKit", .product(name: "Logging", package: "swift-log")],
                           path: "Tests/probes/exit-flush-probe"),
         // Helpers shared by the test targets: threads, child processes, built executables,
-        // /proc readings, ZeroMQ socket pairs. Over the public and package API only.
-        .target(name: "RunLoopTestSupport", dependencies: ["RunLoopSystem", "RunLoopZMQ", "RunLoopCore"],
+        // /proc readings, ZeroMQ socket pairs, a fake port source, a recording metrics
+        // backend. Over the public and package API only.
+        .target(name: "RunLoopTestSupport",
+                dependencies: ["RunLoopSystem", "RunLoopZMQ", "RunLoopCore",
+                               .product(name: "CoreMetrics", package: "swift-metrics")],
                 path: "Tests/RunLoopTestSupport"),
         // A test target per layer: each imports its own layer with @testable and lower layers
         // plainly, where a test needs them to set up (RunLoopKitTests imports RunLoopCore
@@ -123,7 +126,8 @@ let package = Package(
         .testTarget(name: "RunLoopKitBenchTests", dependencies: ["RunLoopKitBench"]),
         .testTarget(
             name: "RunLoopCoreTests",
-            dependencies: ["RunLoopCore", "RunLoopSystem", "CLinuxPoll", "RunLoopTestSupport"]
+            dependencies: ["RunLoopCore", "RunLoopSystem", "CLinuxPoll", "RunLoopTestSupport",
+                           .product(name: "CoreMetrics", package: "swift-metrics")]
         ),
         .testTarget(
             name: "RunLoopKitTests",
@@ -137,7 +141,6 @@ let package = Package(
                 "CLinuxPoll",
                 "RunLoopTestSupport",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
     ] + examples.map { name in

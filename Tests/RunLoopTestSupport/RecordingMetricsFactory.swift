@@ -1,10 +1,10 @@
-import Metrics
-@testable import RunLoopKit
+import CoreMetrics
+import RunLoopSystem
 
 /// A swift-metrics backend that remembers every value, shared by label and dimensions
 /// as real backends do. Bootstrapped once per process: swift-metrics allows no more.
-final class RecordingMetricsFactory: MetricsFactory, @unchecked Sendable {
-    static let installed: RecordingMetricsFactory = {
+package final class RecordingMetricsFactory: MetricsFactory, @unchecked Sendable {
+    package static let installed: RecordingMetricsFactory = {
         let factory = RecordingMetricsFactory()
         MetricsSystem.bootstrap(factory)
         return factory
@@ -28,7 +28,7 @@ final class RecordingMetricsFactory: MetricsFactory, @unchecked Sendable {
 
     /// Every counter's value and every timer's or recorder's values, by key
     /// ("label" or "label|name=value,...").
-    func reading() -> (counters: [String: Int64], timers: [String: [Int64]]) {
+    package func reading() -> (counters: [String: Int64], timers: [String: [Int64]]) {
         (counters.withLock { $0 }.mapValues { $0.value.withLock { $0 } },
          series.withLock { $0 }.mapValues { $0.values.withLock { $0 } })
     }
@@ -37,7 +37,7 @@ final class RecordingMetricsFactory: MetricsFactory, @unchecked Sendable {
         dimensions.isEmpty ? label : label + "|" + dimensions.map { "\($0.0)=\($0.1)" }.joined(separator: ",")
     }
 
-    func makeCounter(label: String, dimensions: [(String, String)]) -> CounterHandler {
+    package func makeCounter(label: String, dimensions: [(String, String)]) -> CounterHandler {
         counters.withLock { table in
             if let existing = table[Self.key(label, dimensions)] { return existing }
             let created = CounterValue()
@@ -55,13 +55,13 @@ final class RecordingMetricsFactory: MetricsFactory, @unchecked Sendable {
         }
     }
 
-    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> RecorderHandler {
+    package func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> RecorderHandler {
         values(label, dimensions)
     }
 
-    func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler { values(label, dimensions) }
+    package func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler { values(label, dimensions) }
 
-    func destroyCounter(_ handler: CounterHandler) {}
-    func destroyRecorder(_ handler: RecorderHandler) {}
-    func destroyTimer(_ handler: TimerHandler) {}
+    package func destroyCounter(_ handler: CounterHandler) {}
+    package func destroyRecorder(_ handler: RecorderHandler) {}
+    package func destroyTimer(_ handler: TimerHandler) {}
 }

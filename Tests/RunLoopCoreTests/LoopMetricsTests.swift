@@ -1,13 +1,11 @@
-import Metrics
-@testable import RunLoopCore // for core internals it reads: the core's metrics and instruments
-@testable import RunLoopKit
+import CoreMetrics
+@testable import RunLoopCore
+import RunLoopSystem
 import RunLoopTestSupport
-import RunLoopZMQ
 import XCTest
 
 /// A loop's metrics reach whatever swift-metrics backend is bootstrapped, and cost
-/// nothing without one.
-/// (Here, not in RunLoopCoreTests: the messages and drops reported come through a port.)
+/// nothing without one. (A port's own metrics: `LocalPortServingTests`.)
 final class LoopMetricsTests: XCTestCase {
     func testWithoutABackendALoopKeepsNoMetricsAndReadsNoClock() {
         XCTAssertNil(LoopMetrics.make(factory: NOOPMetricsHandler.instance))
@@ -28,20 +26,18 @@ final class LoopMetricsTests: XCTestCase {
         TestThread { // a loop created after the backend was bootstrapped
             let loop = ThreadRunLoop.current
             var received = 0
-            let port = try! LocalPort { _ in received += 1; return nil }
-            loop.add(port, to: .default)
+            let port = try! FakePort { _ in received += 1 }
+            loop.addItem(.port(port), binding: nil, to: .default)
             loop.add(LoopTimer(after: .milliseconds(10)) { _ in }, to: .default)
             _ = loop.run(mode: .default, until: .after(.milliseconds(20)), returnAfterSourceHandled: false)
-            let raw = try! ZMQSocket(type: .dealer)
-            try! raw.connect(port.inProcessAddress.rawValue)
-            _ = try! raw.send([[1, 2, 3]], dontWait: false)
-            for id in 0..<3 { try! port.send(LoopMessage(id: Int32(id))) }
+            loop.countDroppedMessage(.malformed) // as a port reports a message it drops
+            port.send(3)
             let limit = Deadline.after(.seconds(20))
-            while (received < 3 || port.statistics.messagesDropped < 1) && Deadline.now() < limit {
+            while received < 3 && Deadline.now() < limit {
                 _ = loop.run(mode: .default, until: limit, returnAfterSourceHandled: true)
             }
-            loopCounters.withLock { $0 = loop.snapshot().counters }
-            port.invalidate()
+            loopCounters.withLock { $0 = loop.counters }
+            loop.removeEverywhere(.port(port))
         }.join()
         let counters = try XCTUnwrap(loopCounters.withLock { $0 })
         let after = backend.reading()
