@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 @testable import RunLoopKit
 import RunLoopTestSupport
 import XCTest
@@ -102,6 +103,21 @@ final class MainLoopTests: XCTestCase {
         }
         runMainLoop()
         XCTAssertEqual(log.all, ["kept", "last"])
+        worker.stop()
+    }
+
+    func testRunStoppingOnSignalsReturnsTheSignalThatStoppedItAndRestoresItsAction() throws {
+        precondition(ThreadRunLoop.main.isOwnerThread, "runs the main loop")
+        let worker = try WorkerThread(name: "terminator")
+        // Sent while the main loop runs (a perform on it), so the relay is installed by then.
+        try worker.perform { MainLoop.perform { kill(getpid(), SIGTERM) } }
+        MainLoop.perform(after: .seconds(30), tag: "safety net") { MainLoop.stop() }
+        let stoppedBy = try MainLoop.run(stoppingOn: [.interrupt, .terminate])
+        MainLoop.cancelPerformRequests(tagged: "safety net")
+        XCTAssertEqual(stoppedBy, .terminate)
+        XCTAssertFalse(SignalRelay.isInstalled(.terminate), "SIGTERM's default action is back")
+        XCTAssertFalse(SignalRelay.isInstalled(.interrupt))
+        XCTAssertFalse(MainLoop.isRunning)
         worker.stop()
     }
 }

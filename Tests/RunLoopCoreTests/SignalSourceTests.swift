@@ -1,13 +1,13 @@
 import Dispatch
 import Foundation
 import Glibc
-@testable import RunLoopCore // for core internals it reads: a signal source's descriptor, the main thread's id
-@testable import RunLoopKit
+@testable import RunLoopCore
+import RunLoopSystem
 import RunLoopTestSupport
 import XCTest
 
 /// Signal sources: signals sent with `kill(getpid(), …)` heard on each watching loop's thread.
-/// (Here, not in RunLoopCoreTests: the watching loops are workers', and one is `MainLoop`.)
+/// (`MainLoop.run(stoppingOn:)`: `MainLoopTests` in RunLoopKitTests.)
 final class SignalSourceTests: XCTestCase {
     private let mode = LoopMode("SignalSourceTests")
 
@@ -39,7 +39,7 @@ final class SignalSourceTests: XCTestCase {
     }
 
     func testASignalSentWithKillReachesTheHandlerOnTheWatchingLoopsThread() throws {
-        let worker = try WorkerThread(name: "signal-watcher")
+        let watcher = LoopThread()
         let heard = DispatchSemaphore(value: 0)
         let onLoopThread = SharedValue<Bool?>(nil)
         let source = try SignalSource(.user1) { count in
@@ -47,12 +47,12 @@ final class SignalSourceTests: XCTestCase {
             XCTAssertEqual(count, 1)
             heard.signal()
         }
-        try worker.performAndWait { ThreadRunLoop.current.add(source, to: .default) }
+        try watcher.loop.performAndWait { ThreadRunLoop.current.add(source, to: .default) }
         XCTAssertEqual(kill(getpid(), SIGUSR1), 0)
         waitOrFail(heard, "the signal's handler")
-        XCTAssertEqual(onLoopThread.withLock { $0 }, true, "called on the worker's thread")
+        XCTAssertEqual(onLoopThread.withLock { $0 }, true, "called on the watching loop's thread")
         source.invalidate()
-        worker.stop()
+        watcher.stop()
     }
 
     func testDeliveriesWhileTheLoopIsNotRunningAreCoalescedIntoOneCallWithTheirCount() throws {
@@ -72,23 +72,23 @@ final class SignalSourceTests: XCTestCase {
 
     func testTwoLoopsWatchingOneSignalEachHearEveryDeliveryOnTheirOwnThread() throws {
         let loop = ThreadRunLoop.current
-        let worker = try WorkerThread(name: "signal-watcher-2")
-        let workerHeard = DispatchSemaphore(value: 0)
+        let watcher = LoopThread()
+        let watcherHeard = DispatchSemaphore(value: 0)
         let log = EventLog()
-        let onWorker = try SignalSource(.user1) { count in
-            log.append("worker \(count) \(ThreadRunLoop.isMainThread ? "main" : "own thread")")
-            workerHeard.signal()
+        let onWatcher = try SignalSource(.user1) { count in
+            log.append("watcher \(count) \(ThreadRunLoop.isMainThread ? "main" : "own thread")")
+            watcherHeard.signal()
         }
-        try worker.performAndWait { ThreadRunLoop.current.add(onWorker, to: .default) }
+        try watcher.loop.performAndWait { ThreadRunLoop.current.add(onWatcher, to: .default) }
         let onThisLoop = try SignalSource(.user1) { count in log.append("this loop \(count)") }
         loop.add(onThisLoop, to: mode)
         XCTAssertEqual(kill(getpid(), SIGUSR1), 0)
-        waitOrFail(workerHeard, "the worker's handler")
+        waitOrFail(watcherHeard, "the watcher's handler")
         XCTAssertTrue(loop.run(mode: mode, before: .after(.seconds(10))))
-        XCTAssertEqual(Set(log.all), ["worker 1 own thread", "this loop 1"])
-        onWorker.invalidate()
+        XCTAssertEqual(Set(log.all), ["watcher 1 own thread", "this loop 1"])
+        onWatcher.invalidate()
         onThisLoop.invalidate()
-        worker.stop()
+        watcher.stop()
     }
 
     func testThePreviousActionIsRestoredWhenTheLastWatcherGoesAndNoDescriptorIsLeft() throws {
@@ -133,20 +133,5 @@ final class SignalSourceTests: XCTestCase {
             XCTAssertEqual((error as? SystemCallError)?.errno, EINVAL)
         }
         XCTAssertFalse(SignalRelay.isInstalled(UnixSignal(rawValue: SIGKILL)))
-    }
-
-    func testMainLoopRunStoppingOnSignalsReturnsTheSignalThatStoppedItAndRestoresItsAction() throws {
-        precondition(ThreadRunLoop.main.isOwnerThread, "runs the main loop")
-        let worker = try WorkerThread(name: "terminator")
-        // Sent while the main loop runs (a perform on it), so the relay is installed by then.
-        try worker.perform { MainLoop.perform { kill(getpid(), SIGTERM) } }
-        MainLoop.perform(after: .seconds(30), tag: "safety net") { MainLoop.stop() }
-        let stoppedBy = try MainLoop.run(stoppingOn: [.interrupt, .terminate])
-        MainLoop.cancelPerformRequests(tagged: "safety net")
-        XCTAssertEqual(stoppedBy, .terminate)
-        XCTAssertFalse(SignalRelay.isInstalled(.terminate), "SIGTERM's default action is back")
-        XCTAssertFalse(SignalRelay.isInstalled(.interrupt))
-        XCTAssertFalse(MainLoop.isRunning)
-        worker.stop()
     }
 }
