@@ -1,6 +1,7 @@
 import CLinuxPoll
 import Glibc
 @testable import RunLoopCore
+import RunLoopTestSupport
 import XCTest
 
 /// The port sources' table on its own, with fake ports: which ports it queues as ready,
@@ -8,40 +9,6 @@ import XCTest
 /// (a `Poller` and eventfds standing in for `ZMQ_FD`s), so registrations are checked
 /// against what the kernel was told.
 final class PortSourceTableTests: XCTestCase {
-    /// A port source whose "socket" answers what the test says.
-    private final class FakePort: PortSourceDriver {
-        let pollDescriptor: Int32
-        /// What `hasPendingMessage()` answers.
-        var messageWaits = false
-        /// How many times the socket was asked (`ZMQ_EVENTS` for a real port).
-        private(set) var asked = 0
-        private(set) var detachments = 0
-
-        init() throws {
-            pollDescriptor = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-            if pollDescriptor < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        }
-
-        deinit { close(pollDescriptor) }
-
-        func hasPendingMessage() -> Bool {
-            asked += 1
-            return messageWaits
-        }
-
-        var canAskInsteadOfDraining = true
-
-        func handleOneMessage() -> PortDelivery { .delivered } // the table never calls it
-
-        func detachedFromLoop() { detachments += 1 }
-
-        /// Makes the descriptor readable, as libzmq's mailbox signal does.
-        func signal() {
-            var one: UInt64 = 1
-            XCTAssertEqual(write(pollDescriptor, &one, 8), 8)
-        }
-    }
-
     /// What a test works on, made for it and let go after it: XCTest keeps every test-case
     /// object until the process exits, and LeakSanitizer reports what they still hold.
     private final class Fixture {
@@ -224,14 +191,14 @@ final class PortSourceTableTests: XCTestCase {
         let port = try FakePort()
         let items = mode("x", holding: port)
         table.added(port, descriptors: &descriptors)
-        port.messageWaits = true
+        port.waiting = 1
         var entry = try entry(of: port, in: items)
         table.willDeliver(from: entry)
         table.didDeliver(from: entry, .delivered, askingFirst: true)
         XCTAssertTrue(table.isQueuedAsReady(port), "another message waits")
         XCTAssertEqual(port.asked, 1)
 
-        port.messageWaits = false
+        port.waiting = 0
         entry = try self.entry(of: port, in: items)
         table.willDeliver(from: entry)
         table.didDeliver(from: entry, .delivered, askingFirst: true)
@@ -285,14 +252,14 @@ final class PortSourceTableTests: XCTestCase {
         XCTAssertEqual(held.asked, 1, "asking consumes the signal, so the held port stops waking the loop")
         XCTAssertFalse(table.isQueuedAsReady(held))
 
-        held.messageWaits = true
+        held.waiting = 1
         table.descriptorReady(heldEntry, runningMode: items)
         XCTAssertEqual(held.asked, 2)
         XCTAssertTrue(table.isQueuedAsReady(held))
         XCTAssertTrue(try entry(of: running, in: items).port === running, "held for its own mode, not delivered here")
         XCTAssertTrue(try entry(of: held, in: other).port === held)
 
-        held.messageWaits = false
+        held.waiting = 0
         table.descriptorReady(heldEntry, runningMode: items)
         XCTAssertFalse(table.isQueuedAsReady(held), "a report finding nothing takes it off the queue")
     }
@@ -302,7 +269,7 @@ final class PortSourceTableTests: XCTestCase {
         table.added(gone, descriptors: &descriptors)
         let goneEntry = try entry(of: gone, in: mode("gone", holding: gone))
         table.removed(gone, descriptors: &descriptors, poller: poller)
-        gone.messageWaits = true
+        gone.waiting = 1
         table.descriptorReady(goneEntry, runningMode: mode("running"))
         XCTAssertEqual(gone.asked, 0)
 
@@ -312,7 +279,7 @@ final class PortSourceTableTests: XCTestCase {
         let entry = try entry(of: port, in: other)
         try deliver(from: port, in: other, .empty)
         XCTAssertTrue(table.setPaused(port, true, descriptors: &descriptors))
-        port.messageWaits = true
+        port.waiting = 1
         table.descriptorReady(entry, runningMode: mode("running"))
         table.descriptorReady(entry, runningMode: other)
         XCTAssertEqual(port.asked, 0)
@@ -419,7 +386,7 @@ final class PortSourceTableTests: XCTestCase {
         table.updateReadinessAfterSend(on: port)
         XCTAssertEqual(port.asked, 1)
         XCTAssertFalse(table.isQueuedAsReady(port))
-        port.messageWaits = true
+        port.waiting = 1
         table.updateReadinessAfterSend(on: port)
         XCTAssertTrue(table.isQueuedAsReady(port))
         table.updateReadinessAfterSend(on: stranger)
@@ -460,7 +427,7 @@ final class PortSourceTableTests: XCTestCase {
         table.removed(port, descriptors: &descriptors, poller: poller)
         table.added(port, descriptors: &descriptors)
         try deliver(from: port, in: items, .empty)
-        port.messageWaits = true
+        port.waiting = 1
         table.updateReadinessAfterSend(on: port)
         XCTAssertTrue(table.isQueuedAsReady(port), "the port's entry now, not the one it had before it left")
         XCTAssertNotNil(table.nextReady(in: items))

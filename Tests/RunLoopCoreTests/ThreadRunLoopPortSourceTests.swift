@@ -1,63 +1,15 @@
 import CLinuxPoll
 import Glibc
 @testable import RunLoopCore
+import RunLoopTestSupport
 import XCTest
 
-/// Port sources in a running loop, with fake ports: the pass takes its ready port before
-/// the sleep, the timers and the descriptor sources of step 9, any of which may take that
-/// port out of the mode, pause it or replace it before its messages are delivered; and a
-/// run that returns after one message keeps its port queued only while more wait.
+/// Port sources in a running loop, with fake ports (`FakePort`): the pass takes its ready
+/// port before the sleep, the timers and the descriptor sources of step 9, any of which may
+/// take that port out of the mode, pause it or replace it before its messages are
+/// delivered; and a run that returns after one message keeps its port queued only while
+/// more wait.
 final class ThreadRunLoopPortSourceTests: XCTestCase {
-    /// A port source with a count of waiting messages; its descriptor is an eventfd.
-    private final class CountingPort: PortSourceDriver {
-        let pollDescriptor: Int32
-        /// Messages waiting to be received.
-        var waiting: Int
-        var canAskInsteadOfDraining = true
-        private(set) var delivered = 0
-        private var isClosed = false
-
-        init(waiting: Int = 0) throws {
-            pollDescriptor = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-            if pollDescriptor < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            self.waiting = waiting
-        }
-
-        /// A port whose descriptor takes the number `number` (closed before, its number free).
-        init(reusing number: Int32, waiting: Int) throws {
-            let fd = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-            if fd < 0 { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            if fd != number { // the lowest free number may be a lower one
-                defer { close(fd) }
-                guard dup2(fd, number) == number else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            }
-            pollDescriptor = number
-            self.waiting = waiting
-        }
-
-        deinit { closeDescriptor() }
-
-        /// Closes the descriptor now, as a port's socket closes (its number may then be reused).
-        func closeDescriptor() {
-            guard !isClosed else { return }
-            isClosed = true
-            close(pollDescriptor)
-        }
-
-        func hasPendingMessage() -> Bool { waiting > 0 }
-
-        func handleOneMessage() -> PortDelivery {
-            var signal: UInt64 = 0
-            _ = read(pollDescriptor, &signal, 8) // taken with the message, as libzmq's mailbox is
-            guard waiting > 0 else { return .empty }
-            waiting -= 1
-            delivered += 1
-            return .delivered
-        }
-
-        func detachedFromLoop() {}
-    }
-
     private let loop = ThreadRunLoop.current
 
     /// Runs one pass of `mode` without sleeping.
@@ -72,7 +24,7 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
 
     func testARunThatReturnsAfterOneMessageLeavesThePortQueuedWhileMoreWaitAndTakesItOffAfterTheLast() throws {
         let mode = LoopMode("one-a-run-\(#line)")
-        let port = try CountingPort(waiting: 3) // its descriptor never signalled: only the queue brings them
+        let port = try FakePort(waiting: 3) // its descriptor never signalled: only the queue brings them
         loop.addItem(.port(port), binding: nil, to: mode)
         for count in 1...3 {
             XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(10), returnAfterSourceHandled: true), .handledSource)
@@ -84,7 +36,7 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
 
     func testAPortThatCannotBeAskedStaysQueuedAfterARunsOneMessageUntilAReceiveFindsItDrained() throws {
         let mode = LoopMode("not-asked-\(#line)")
-        let port = try CountingPort(waiting: 1)
+        let port = try FakePort(waiting: 1)
         port.canAskInsteadOfDraining = false // as a requester's connection
         loop.addItem(.port(port), binding: nil, to: mode)
         XCTAssertEqual(loop.run(mode: mode, timeout: .seconds(10), returnAfterSourceHandled: true), .handledSource)
@@ -97,7 +49,7 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
 
     func testAPortTakenOutOfTheLoopBeforeItsTurnInThePassDeliversNothing() throws {
         let mode = LoopMode("removed-\(#line)")
-        let port = try CountingPort(waiting: 1)
+        let port = try FakePort(waiting: 1)
         loop.addItem(.port(port), binding: nil, to: mode) // queued as ready: the pass takes it first
         atFirstTimers(of: mode) { [loop] in loop.removeItem(.port(port), from: mode) }
         runOnePass(mode)
@@ -107,7 +59,7 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
 
     func testAPortPausedBeforeItsTurnInThePassDeliversNothingUntilResumed() throws {
         let mode = LoopMode("paused-\(#line)")
-        let port = try CountingPort(waiting: 1)
+        let port = try FakePort(waiting: 1)
         loop.addItem(.port(port), binding: nil, to: mode)
         atFirstTimers(of: mode) { [loop] in loop.setPaused(port, true) }
         runOnePass(mode)
@@ -121,7 +73,7 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
 
     func testAPortTakenOutOfTheRunningModeBeforeItsTurnWaitsForItsOtherMode() throws {
         let running = LoopMode("running-\(#line)"), other = LoopMode("other-\(#line)")
-        let port = try CountingPort(waiting: 1)
+        let port = try FakePort(waiting: 1)
         loop.addItem(.port(port), binding: nil, to: running)
         loop.addItem(.port(port), binding: nil, to: other)
         atFirstTimers(of: running) { [loop] in loop.removeItem(.port(port), from: running) }
@@ -136,14 +88,14 @@ final class ThreadRunLoopPortSourceTests: XCTestCase {
 
     func testAPortReplacedBeforeItsTurnByANewOneOnTheSameDescriptorNumberDeliversNothingAndTheNewOneIsServed() throws {
         let mode = LoopMode("replaced-\(#line)")
-        let old = try CountingPort(waiting: 1)
+        let old = try FakePort(waiting: 1)
         loop.addItem(.port(old), binding: nil, to: mode)
-        var new: CountingPort?
+        var new: FakePort?
         atFirstTimers(of: mode) { [loop] in
             loop.removeItem(.port(old), from: mode)
             old.closeDescriptor() // its socket closed: the number is free
             do {
-                let replacement = try CountingPort(reusing: old.pollDescriptor, waiting: 1)
+                let replacement = try FakePort(reusing: old.pollDescriptor, waiting: 1)
                 loop.addItem(.port(replacement), binding: nil, to: mode)
                 new = replacement
             } catch {

@@ -21,6 +21,7 @@ package final class FakePort: PortSourceDriver, @unchecked Sendable {
     package let pollDescriptor: Int32
     /// Messages queued and not yet received; any thread.
     private let queued: LockedValue<Int>
+    private var isClosed = false
     /// Called on the loop's thread for each message delivered, with its number.
     package var handler: (Int) -> Void
     package var canAskInsteadOfDraining = true
@@ -31,25 +32,58 @@ package final class FakePort: PortSourceDriver, @unchecked Sendable {
     package private(set) var detachments = 0
 
     /// A port with `waiting` messages already queued, its descriptor not signalled for them.
-    package init(waiting: Int = 0, handler: @escaping (Int) -> Void = { _ in }) throws {
-        pollDescriptor = try Kernel.eventDescriptor()
-        _ = fcntl(pollDescriptor, F_SETFL, fcntl(pollDescriptor, F_GETFL) | O_NONBLOCK) // as `ZMQ_FD` is read: never blocking
-        queued = LockedValue(waiting)
+    package convenience init(waiting: Int = 0, handler: @escaping (Int) -> Void = { _ in }) throws {
+        self.init(descriptor: try Kernel.eventDescriptor(), waiting: waiting)
         self.handler = handler
     }
 
-    deinit { Kernel.close(pollDescriptor) }
+    /// A port whose descriptor takes the number `number` (closed before, its number free),
+    /// as a new socket's `ZMQ_FD` may take a closed one's.
+    package convenience init(reusing number: Int32, waiting: Int = 0) throws {
+        let fd = try Kernel.eventDescriptor()
+        if fd != number { // the lowest free number may be a lower one
+            defer { Kernel.close(fd) }
+            guard dup2(fd, number) == number else { throw SystemCallError(call: "dup2", errno: errno) }
+        }
+        self.init(descriptor: number, waiting: waiting)
+    }
 
-    /// Messages queued and not yet received.
-    package var waiting: Int { queued.withLock { $0 } }
+    private init(descriptor: Int32, waiting: Int) {
+        pollDescriptor = descriptor
+        _ = fcntl(pollDescriptor, F_SETFL, fcntl(pollDescriptor, F_GETFL) | O_NONBLOCK) // as `ZMQ_FD` is read: never blocking
+        queued = LockedValue(waiting)
+        handler = { _ in }
+    }
 
-    /// Queues `count` messages and signals the descriptor. Any thread.
-    package func send(_ count: Int = 1) {
-        queued.withLock { $0 += count }
+    deinit { closeDescriptor() }
+
+    /// Closes the descriptor now, as a port's socket closes (its number may then be reused).
+    package func closeDescriptor() {
+        guard !isClosed else { return }
+        isClosed = true
+        Kernel.close(pollDescriptor)
+    }
+
+    /// Messages queued and not yet received. Setting it queues or takes messages without
+    /// signalling the descriptor (messages libzmq holds while `ZMQ_FD` is quiet).
+    package var waiting: Int {
+        get { queued.withLock { $0 } }
+        set { queued.withLock { $0 = newValue } }
+    }
+
+    /// Signals the descriptor without queuing a message, as libzmq does for the socket's
+    /// own commands. Any thread.
+    package func signal() {
         var one: UInt64 = 1
         do { _ = try withUnsafeBytes(of: &one) { try Kernel.write(pollDescriptor, $0) } } catch {
             preconditionFailure("the fake port's eventfd refused a write: \(error)")
         }
+    }
+
+    /// Queues `count` messages and signals the descriptor. Any thread.
+    package func send(_ count: Int = 1) {
+        queued.withLock { $0 += count }
+        signal()
     }
 
     /// Takes the descriptor's signal, as libzmq does whenever it processes the mailbox.
