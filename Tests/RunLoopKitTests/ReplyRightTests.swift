@@ -192,6 +192,25 @@ final class ReplyRightTests: XCTestCase {
         XCTAssertEqual(port.statistics.messagesDropped, droppedBefore + 1, "the answer is counted, not sent")
     }
 
+    func testARightDroppedAsItsOwnerThreadExitsIsAnsweredOrCountedNeverATrap() throws {
+        // The drop's answer is handed to the owner loop as a control action, which its
+        // thread's exit may be the one to run (the loop torn down by then).
+        for round in 0..<50 {
+            let kept = SharedValue<[ReplyRightBox]>([])
+            let (thread, port) = server { _, right in
+                guard let right else { return }
+                let box = ReplyRightBox(right)
+                kept.withLock { $0.append(box) }
+            }
+            let dealer = try rawRequester(to: port)
+            XCTAssertTrue(try dealer.send(LoopMessage(id: 1), as: .request, correlationID: 1, dontWait: false))
+            XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1 }, "round \(round)")
+            kept.withLock { $0.removeAll() } // dropped here: a no reply handed to the owner loop
+            thread.stop()
+            XCTAssertEqual(port.statistics.rightsOutstanding, 0, "round \(round)")
+        }
+    }
+
     func testACancelFromTheRequestersConnectionReachesTheRightAndItsReplyIsDropped() throws {
         let kept = SharedValue<[ReplyRightBox]>([])
         let cancellations = SharedValue(0)

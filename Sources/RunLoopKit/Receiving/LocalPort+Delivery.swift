@@ -236,9 +236,13 @@ extension LocalPort: PortSourceDriver, WireReceiver {
         // A send outside the port's delivery (a control action) may have run the socket's
         // commands, a request's arrival among them, and taken its descriptor's signal:
         // the loop asks `ZMQ_EVENTS` and drains the port if a message waits.
+        // (Not while the loop is torn down at its thread's exit, which runs the last control
+        // actions: its ports are gone from it by then.)
         switch action {
-        case .send, .sendNoReply: ownerLoop?.sentOnPortSource(self)
-        case .none, .dropCancelled, .dropAnswered: break
+        case .send, .sendNoReply:
+            if let loop = ownerLoop, !loop.isTornDown, loop.isOwnerThread { loop.sentOnPortSource(self) }
+        case .none, .dropCancelled, .dropAnswered:
+            break
         }
     }
 
