@@ -2,7 +2,7 @@ import RunLoopSystem
 import CLinuxPoll
 import Glibc
 
-/// Every descriptor a loop watches in its poll set — its ports' `ZMQ_FD`s, its descriptor
+/// Every descriptor a loop watches in its poll set — its ports' descriptors, its descriptor
 /// sources (signal and child-process sources are descriptor sources too) and, on the main
 /// thread's loop, Dispatch's main queue — with what each is watched for. Loop thread only.
 ///
@@ -16,8 +16,8 @@ import Glibc
 /// sleep's brings every source in line again; a loop without descriptor sources pays
 /// nothing for that.
 ///
-/// Ports stay as they were otherwise (`PortSourceTable`): edge-triggered `ZMQ_FD`s whose
-/// readiness is confirmed with `ZMQ_EVENTS`; a port's report hands the wait its port source
+/// Ports stay as they were otherwise (`PortSourceTable`): edge-triggered descriptors whose
+/// readiness is confirmed with `hasPendingMessage()`; a port's report hands the wait its port source
 /// at once. Descriptor sources and the main queue are level-triggered: their ready events
 /// wait here until step 9 of the pass hands them out.
 struct DescriptorTable {

@@ -3,7 +3,7 @@ package enum LoopItem {
     case source(InputSource)
     case timer(LoopTimer)
     case observer(LoopObserver)
-    case port(any PortSourceDriver)
+    case port(any PortBasedSource)
     case descriptor(DescriptorSource)
 }
 
@@ -13,7 +13,7 @@ package final class ModeItems {
     // Loop thread only, changed only in `insert` and `remove`; see architecture.md.
     /// Sorted by `order`, ties in insertion order.
     @exclusivity(unchecked) package private(set) var sources: [InputSource] = []
-    @exclusivity(unchecked) package private(set) var ports: [any PortSourceDriver] = []
+    @exclusivity(unchecked) package private(set) var ports: [any PortBasedSource] = []
     /// The ports' identities, so that asking whether one of many ports is here costs O(1).
     @exclusivity(unchecked) private var portIDs: Set<ObjectIdentifier> = []
     @exclusivity(unchecked) private(set) var descriptors: [DescriptorSource] = []
@@ -46,7 +46,7 @@ package final class ModeItems {
 
     /// Whether `port` is here: `contains(.port(port))` inlined, for the pass's checks.
     @inline(__always)
-    func contains(port: any PortSourceDriver) -> Bool {
+    func contains(port: any PortBasedSource) -> Bool {
         ports.count <= ModeItems.linearSearchLimit
             ? ports.contains { $0 === port } : portIDs.contains(ObjectIdentifier(port))
     }

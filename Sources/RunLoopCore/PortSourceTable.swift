@@ -8,9 +8,9 @@
 /// itself, and nothing here is looked up on a wake-up.
 ///
 /// A port is queued as ready when it is added or resumed, when its descriptor fires
-/// (see `PortSourceDriver` for why a port of the running mode is not asked first), and
+/// (see `PortBasedSource` for why a port of the running mode is not asked first), and
 /// after each message it delivers; it leaves the queue when a receive finds it drained, or
-/// when `ZMQ_EVENTS` does, asked after a send on its socket or after the one message of a
+/// when `hasPendingMessage()` does, asked after a send on its socket or after the one message of a
 /// run that returns after a handled source.
 /// A port queued for another mode stays there, without waking the loop again, until a run
 /// in one of its modes drains it.
@@ -24,7 +24,7 @@ struct PortSourceTable {
     /// messages. It does not hold its registration, so that neither keeps the other alive
     /// once the port has left.
     final class Entry: IntrusiveQueueNode {
-        let port: any PortSourceDriver
+        let port: any PortBasedSource
         // Loop thread only, like the table; see architecture.md, exclusivity checks.
         @exclusivity(unchecked) var modeCount = 1
         /// Paused by a message stream's back-pressure: its descriptor wants nothing and none
@@ -37,7 +37,7 @@ struct PortSourceTable {
         /// added again gets a new entry and a new registration.
         @exclusivity(unchecked) var isRegistered = true
 
-        init(port: any PortSourceDriver) {
+        init(port: any PortBasedSource) {
             self.port = port
         }
     }
@@ -57,14 +57,14 @@ struct PortSourceTable {
     /// The entry of the port the last send went through, while that port is in the loop:
     /// a requester sends every request on the same connection, and finding its entry
     /// again in `byPort` (hashing the port, probing the table) cost a fifth of what the
-    /// send's `ZMQ_EVENTS` does. Cleared when its port leaves, so it keeps nothing alive.
+    /// send's `hasPendingMessage()` does. Cleared when its port leaves, so it keeps nothing alive.
     private var lastSentOn: Entry?
 
     var isEmpty: Bool { byPort.isEmpty }
 
     /// Counts one more mode for `port`, registering it the first time (it joins the poll
     /// set before the loop's next sleep).
-    mutating func added(_ port: any PortSourceDriver, descriptors: inout DescriptorTable) {
+    mutating func added(_ port: any PortBasedSource, descriptors: inout DescriptorTable) {
         let id = ObjectIdentifier(port)
         if let member = byPort[id] {
             member.entry.modeCount += 1
@@ -73,15 +73,15 @@ struct PortSourceTable {
         let entry = Entry(port: port)
         byPort[id] = Member(entry: entry, registration: descriptors.registerPort(port.pollDescriptor, entry))
         // A burst may have arrived before the port was added, with no signal left on its
-        // descriptor: it is queued, and the pass's receive finds out. Not `ZMQ_EVENTS`:
+        // descriptor: it is queued, and the pass's receive finds out. Not `hasPendingMessage()`:
         // processing the socket's commands first could process a peer's disconnect before
-        // the reply it sent just before, and libzmq drops what a connecting socket's
+        // the reply it sent just before, and a connecting socket drops what its
         // closed connection still held.
         ready.append(entry)
     }
 
     /// Counts one mode less for `port`, leaving the poll set when it is in none.
-    mutating func removed(_ port: any PortSourceDriver, descriptors: inout DescriptorTable, poller: Poller) {
+    mutating func removed(_ port: any PortBasedSource, descriptors: inout DescriptorTable, poller: Poller) {
         guard let member = byPort[ObjectIdentifier(port)] else { return }
         let entry = member.entry
         entry.modeCount -= 1
@@ -98,7 +98,7 @@ struct PortSourceTable {
 
     /// The poll set reported the port's descriptor. A port of the running mode is queued
     /// to be drained now (its receives confirm that it is drained); any other port is asked
-    /// `ZMQ_EVENTS` at once, which consumes the descriptor's signal so that a port held for
+    /// `hasPendingMessage()` at once, which consumes the descriptor's signal so that a port held for
     /// another mode never keeps waking the loop. A port that has left the loop or is paused
     /// is left alone.
     mutating func descriptorReady(_ entry: Entry, runningMode items: ModeItems) {
@@ -126,7 +126,7 @@ struct PortSourceTable {
     /// Requeues `entry` at the back unless the receive found it drained (or it was removed
     /// meanwhile): a port is drained until a receive comes back empty. With `askingFirst`
     /// (the one message of a run that returns after a handled source), a port that can be
-    /// asked (`canAskInsteadOfDraining`) is requeued only if `ZMQ_EVENTS` says another
+    /// asked (`canAskInsteadOfDraining`) is requeued only if `hasPendingMessage()` says another
     /// message waits, so that the next run sleeps at once rather than make a pass whose
     /// receive only finds it empty.
     mutating func didDeliver(from entry: Entry, _ outcome: PortDelivery, askingFirst: Bool = false) {
@@ -136,13 +136,13 @@ struct PortSourceTable {
     }
 
     /// After a send on `port`'s socket, which may have taken the socket's pending commands
-    /// and with them the descriptor's signal: asks `ZMQ_EVENTS` and queues the port as
+    /// and with them the descriptor's signal: asks `hasPendingMessage()` and queues the port as
     /// ready if a message waits, or takes it off the queue if none does. The answer is as
-    /// good as an empty receive's (libzmq processed the socket's mailbox for both, and the
+    /// good as an empty receive's (the descriptor is re-armed by both, and the
     /// descriptor signals the next message): a requester's connection, queued after the
     /// reply it delivered, then sleeps for the next reply without a pass that only finds it
     /// empty.
-    mutating func updateReadinessAfterSend(on port: any PortSourceDriver) {
+    mutating func updateReadinessAfterSend(on port: any PortBasedSource) {
         let entry: Entry
         if let last = lastSentOn, last.port === port {
             entry = last
@@ -161,7 +161,7 @@ struct PortSourceTable {
     /// Whether `port` is queued as ready (its next pass in one of its modes will try to
     /// receive from it), as the table knows it: a question to the table only, never to
     /// the socket, so that a snapshot changes nothing.
-    func isQueuedAsReady(_ port: any PortSourceDriver) -> Bool {
+    func isQueuedAsReady(_ port: any PortBasedSource) -> Bool {
         byPort[ObjectIdentifier(port)]?.entry.queueLinks.isQueued ?? false
     }
 
@@ -169,7 +169,7 @@ struct PortSourceTable {
     /// its descriptor leaves the poll set before the next sleep and no message of it is
     /// delivered; resumed, it comes back and is queued if a message waits. Returns false if
     /// the port is in no mode.
-    mutating func setPaused(_ port: any PortSourceDriver, _ paused: Bool, descriptors: inout DescriptorTable) -> Bool {
+    mutating func setPaused(_ port: any PortBasedSource, _ paused: Bool, descriptors: inout DescriptorTable) -> Bool {
         guard let member = byPort[ObjectIdentifier(port)] else { return false }
         guard member.entry.isPaused != paused else { return true }
         member.entry.isPaused = paused
@@ -178,12 +178,12 @@ struct PortSourceTable {
         return true
     }
 
-    func isPaused(_ port: any PortSourceDriver) -> Bool {
+    func isPaused(_ port: any PortBasedSource) -> Bool {
         byPort[ObjectIdentifier(port)]?.entry.isPaused ?? false
     }
 
     /// The registration of `port`'s descriptor, while the port is in a mode.
-    func registration(of port: any PortSourceDriver) -> DescriptorTable.Registration? {
+    func registration(of port: any PortBasedSource) -> DescriptorTable.Registration? {
         byPort[ObjectIdentifier(port)]?.registration
     }
 

@@ -158,7 +158,7 @@ extension ThreadRunLoop {
     /// first (the clock read after the first, so that a lone message, a request or a ping,
     /// reaches its handler without a clock read, then after every `portBatchClockStride`) —
     /// then requeues the port at the back of the ready queue until a receive finds it
-    /// drained, or, after the one message of a run that returns, until `ZMQ_EVENTS` does
+    /// drained, or, after the one message of a run that returns, until `hasPendingMessage()` does
     /// (`PortSourceTable.didDeliver(from:_:askingFirst:)`). The batch ends at once when a
     /// handler stops the loop, takes the port out of the loop or pauses it (a message
     /// stream's back-pressure), or runs the loop itself (a nested run), so that no timer,

@@ -291,7 +291,7 @@ extension ThreadRunLoop {
 
     /// Whether a port source is queued to be drained (it may hold a message), without
     /// asking its socket. Loop thread only.
-    package func isQueuedAsReady(_ port: any PortSourceDriver) -> Bool {
+    package func isQueuedAsReady(_ port: any PortBasedSource) -> Bool {
         ports.isQueuedAsReady(port)
     }
 }

@@ -17,7 +17,7 @@ final class RunResultTests: XCTestCase {
     }
 
     /// A port source whose descriptor is a regular file, which epoll refuses (`EPERM`).
-    private final class UnwatchablePort: PortSourceDriver {
+    private final class UnwatchablePort: PortBasedSource {
         let pollDescriptor: Int32
         private(set) var asked = 0
 

@@ -4,7 +4,7 @@ import RunLoopSystem
 
 /// A port source for the core's tests, where a `LocalPort` would only be "some port": a
 /// count of waiting messages in place of the socket's queue and an eventfd in place of
-/// `ZMQ_FD`, behaving as `PortSourceDriver` says the loop may rely on and no better.
+/// `ZMQ_FD`, behaving as `PortBasedSource` says the loop may rely on and no better.
 ///
 /// - `send()` (any thread) queues a message and signals the descriptor, as a message
 ///   reaching libzmq's mailbox does.
@@ -17,7 +17,7 @@ import RunLoopSystem
 ///
 /// Added with `loop.addItem(.port(port), binding: nil, to: mode)` on the loop's thread, and
 /// taken out with `removeItem`/`removeEverywhere`. Loop thread only, but `send()`.
-package final class FakePort: PortSourceDriver, @unchecked Sendable {
+package final class FakePort: PortBasedSource, @unchecked Sendable {
     package let pollDescriptor: Int32
     /// Messages queued and not yet received; any thread.
     private let queued: LockedValue<Int>

@@ -3,7 +3,7 @@ import RunLoopWire
 import RunLoopZMQ
 
 /// Receiving: the port as a port-based input source of its owner's run loop.
-extension LocalPort: PortSourceDriver, WireReceiver {
+extension LocalPort: PortBasedSource, WireReceiver {
     /// `ZMQ_EVENTS` says a message can be received now.
     package func hasPendingMessage() -> Bool {
         guard socket.isOpen, let events = try? socket.events else { return false }

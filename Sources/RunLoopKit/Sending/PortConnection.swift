@@ -23,7 +23,7 @@ import Synchronization
 /// security handshake.
 ///
 /// Owned by its thread's `ThreadPortState`; thread-confined, like its socket.
-final class PortConnection: PortSourceDriver, WireReceiver {
+final class PortConnection: PortBasedSource, WireReceiver {
     /// Where a connection to another process stands, as its monitor last told.
     enum Link: Equatable {
         /// A connection is being made (or libzmq has not reported on it yet).
@@ -317,7 +317,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
         return events.contains(.pollIn)
     }
 
-    /// A connecting DEALER: see `PortSourceDriver.canAskInsteadOfDraining`.
+    /// A connecting DEALER: see `PortBasedSource.canAskInsteadOfDraining`.
     package var canAskInsteadOfDraining: Bool { false }
 
     /// Receives one reply (or a remote handler's failure) without blocking and hands it to
@@ -377,7 +377,7 @@ final class PortConnection: PortSourceDriver, WireReceiver {
 /// socket's descriptor in the poll set, in the modes the connection waits for replies in,
 /// so that a connection lost is seen as soon as libzmq reports it (over ipc, at once when
 /// the peer dies: the kernel closes its socket). Loop thread only.
-final class LinkWatch: PortSourceDriver {
+final class LinkWatch: PortBasedSource {
     /// Weak: the connection leaves the loop with its watch before it goes, and a watch
     /// asked after that (it never is) finds nothing rather than trap. Read only on a link
     /// event, never on a request's way.
