@@ -32,7 +32,7 @@ final class RequestLifecycleTests: XCTestCase {
             guard process.waitForFirstLine(containing: ["ready "]) != nil,
                   let line = process.stdout.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) else {
                 kill(process.pid, SIGKILL)
-                throw XCTSkipFailure("the pyzmq server did not start: \(process.stderr)")
+                throw PeerDidNotStart("the pyzmq server did not start: \(process.stderr)")
             }
             let address = PortAddress(unchecked: String(line.dropFirst("ready ".count)))
             if let heartbeat { port = RemotePort(address, heartbeat: heartbeat) } else { port = RemotePort(address) }
@@ -68,8 +68,8 @@ final class RequestLifecycleTests: XCTestCase {
         deinit { end() }
     }
 
-    /// Stands in for a failure to start: XCTest reports a thrown error as a failure.
-    private struct XCTSkipFailure: Error, CustomStringConvertible {
+    /// A peer that did not start: thrown, so XCTest reports the test as failed.
+    private struct PeerDidNotStart: Error, CustomStringConvertible {
         let description: String
         init(_ description: String) { self.description = description }
     }
@@ -77,7 +77,7 @@ final class RequestLifecycleTests: XCTestCase {
     private func requirePyZMQ() throws {
         let status = try runCapturing([Self.python, "-c", "import zmq"]).exitStatus
         guard status == 0 else {
-            throw XCTSkipFailure("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh`")
+            throw PeerDidNotStart("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh`")
         }
     }
 
