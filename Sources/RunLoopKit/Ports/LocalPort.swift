@@ -295,25 +295,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         return bound
     }
 
-    /// The endpoint as libzmq can bind it: the host `localhost`, which libzmq would take as
-    /// an interface name and refuse (`ENODEV`), as `127.0.0.1`.
-    static func bindable(tcpEndpoint endpoint: String) -> String {
-        let prefix = "tcp://localhost:"
-        guard endpoint.hasPrefix(prefix) else { return endpoint }
-        return "tcp://127.0.0.1:" + endpoint.dropFirst(prefix.count)
-    }
-
-    /// Whether a `tcp://host:port` endpoint's host is a loopback address (or `localhost`),
-    /// reachable from this machine only.
-    static func isLoopback(tcpEndpoint endpoint: String) -> Bool {
-        var host = endpoint.dropFirst("tcp://".count)
-        if let colon = host.lastIndex(of: ":") { host = host[..<colon] }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
-    }
-
     /// A port freed without `invalidate()` (its last reference was its loop's mode, dropped
     /// at the thread's teardown) still leaves the directory and gives back its name, so that
     /// no sender ever connects to its dead inproc address, where libzmq would quietly queue.
@@ -389,36 +370,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
 }
 
 extension LocalPort {
-    /// Where a port is in its life: open → closing → closed, or open → closed when it is
-    /// closed on its owner thread (or freed) without a cross-thread `invalidate()` first.
-    enum Lifecycle: UInt8, AtomicRepresentable, Equatable {
-        /// Valid: takes messages; may be named, bound and added to modes.
-        case open
-        /// `invalidate()` was called: no longer valid; its close is queued to its owner thread.
-        case closing
-        /// Out of every mode, socket closed, name and addresses given back.
-        case closed
-
-        /// What happens to a port.
-        enum Event {
-            /// `invalidate()`, from any thread.
-            case invalidate
-            /// The teardown itself, on the owner thread (or in `deinit`, or once that thread is gone).
-            case close
-        }
-
-        /// The state after `event`, and whether the caller has work to do: schedule the
-        /// close (`.invalidate`), or tear the port down (`.close`). Each is done at most once.
-        static func after(_ event: Event, from state: Lifecycle) -> (next: Lifecycle, act: Bool) {
-            switch (event, state) {
-            case (.invalidate, .open): (.closing, true)
-            case (.invalidate, _): (state, false)
-            case (.close, .open), (.close, .closing): (.closed, true)
-            case (.close, .closed): (.closed, false)
-            }
-        }
-    }
-
     /// Applies `event` atomically; true for the one caller that has the work to do.
     private func transition(_ event: Lifecycle.Event) -> Bool {
         var current = lifecycle.load(ordering: .acquiring)
