@@ -96,156 +96,6 @@ extension LocalPort: PortBasedSource, WireReceiver {
         storage.recycle(&envelope.message.components)
     }
 
-    /// Delivers a request with its reply right to a deferring handler; what the right's
-    /// holder does with it answers the request (see `ReplyRightState`).
-    private func deliverWithRight(_ message: LoopMessage, correlationID: UInt64, returnPath: ReturnPath?,
-                                  to handler: DeferringHandler) {
-        guard let returnPath else { return } // a port's requests always come with their route
-        statistics.countReceived()
-        let request = OutstandingRequest(port: self, requestID: message.id, correlationID: correlationID,
-                                         returnPath: returnPath)
-        if let descriptor = lastSourceDescriptor {
-            watchClients()
-            // A descriptor kept for another connection: that one went, and its end is on
-            // the monitor already (reported before its descriptor could be reused).
-            if outstandingRequests.connection(onDescriptor: descriptor).map({ $0 != returnPath.routingID }) ?? false {
-                cancelRequestsOfGoneClients()
-            }
-            request.sourceDescriptor = descriptor
-        }
-        outstandingRequests.insert(request)
-        statistics.rightGiven()
-        do {
-            try handler(message, ReplyRight(request))
-            request.handlerEnded(throwing: nil)
-        } catch {
-            report(error, handling: message)
-            request.handlerEnded(throwing: error)
-        }
-    }
-
-    /// A request for a port without a handler that takes requests: answered with a no
-    /// reply at once (nobody holds its right), counted as `noHandler`.
-    private func refuse(requestID: Int32, correlationID: UInt64, via returnPath: ReturnPath?) {
-        drop(.noHandler, "no handler for request \(requestID)")
-        sendReply(LoopMessage(id: requestID), as: .noReply, correlationID: correlationID, via: returnPath)
-    }
-
-    /// A cancel from the connection `routingID`: the request it names, if that connection
-    /// sent it and it is still outstanding, is cancelled (its right reports it, its
-    /// cancellation handlers run now); else the cancel is dropped as `lateCancel`.
-    private func cancelRequest(_ correlationID: UInt64, from routingID: RoutingID) {
-        guard let request = outstandingRequests.take(correlationID, from: routingID) else {
-            return drop(.lateCancel, "a cancel for no request outstanding on its connection, correlation id \(correlationID)")
-        }
-        statistics.countCancelledRequest()
-        request.cancel()
-    }
-
-    /// Starts the monitor of the port's connections, if it is not running: a request kept
-    /// with its right came in over ipc or tcp, and its requester may go.
-    private func watchClients() {
-        guard clientWatch == nil else { return }
-        do {
-            clientWatch = try ZMQDisconnectMonitor(watching: socket)
-        } catch {
-            RunLoopKitLog.port.warning("cannot watch a port's connections: a requester that goes is learnt at its reply",
-                                       metadata: ["port": "\(self)", "error": "\(error)"])
-        }
-    }
-
-    /// Cancels the outstanding requests of every connection reported gone since last asked.
-    private func cancelRequestsOfGoneClients() {
-        guard let clientWatch else { return }
-        while let descriptor = try? clientWatch.nextDisconnected() {
-            cancel(outstandingRequests.takeAll(onDescriptor: descriptor))
-        }
-    }
-
-    /// Cancels requests whose requester is gone (or gave them up).
-    private func cancel(_ requests: [OutstandingRequest]) {
-        for request in requests {
-            statistics.countCancelledRequest()
-            request.cancel()
-        }
-    }
-
-    /// The port closes: each request whose right is still held is answered with a no reply
-    /// now, while the socket is open (as a dead Mach receive right's send-once rights notify
-    /// their requesters), and cancelled, so that what its right's holder sends later is
-    /// dropped and counted. Owner thread.
-    func answerOutstandingRequestsAtClose() {
-        guard outstandingRequests.count > 0 else { return }
-        for request in outstandingRequests.takeEveryRequest() {
-            sendReply(LoopMessage(id: request.requestID), as: .noReply, correlationID: request.correlationID,
-                      via: request.returnPath)
-            request.cancel()
-        }
-    }
-
-    /// Does what a reply right's holder made of it (`ReplyRightState.Action`), on the
-    /// owner thread: now if called there, else handed to the owner's loop, which does it in
-    /// its next pass whatever its mode; neither side waits. `ending`: the right is settled
-    /// now, so it leaves the table and the count. Any thread.
-    func carryOut(_ action: ReplyRightState.Action, ending: Bool, for request: OutstandingRequest) {
-        if case .none = action, !ending { return }
-        if isOwnerThread { return answer(request, with: action, ending: ending) }
-        let queued = ownerLoop?.runOnOwnerThread { [self] _ in answer(request, with: action, ending: ending) } ?? false
-        guard !queued else { return }
-        // The owner thread is gone, and the port with it: nothing can be sent.
-        if ending { statistics.rightSettled() }
-        let reason: MessageDropReason
-        switch action {
-        case .none: return
-        case .dropCancelled:
-            reason = .replyCancelled // the port's close cancelled it
-            statistics.countDropped()
-        case .send, .sendNoReply, .dropAnswered:
-            reason = .replyNotSent
-            statistics.countFailedReply()
-        }
-        RunLoopKitLog.port.debug("message dropped", metadata: [
-            "port": "\(self)", "reason": "\(reason)",
-            "detail": "the port's owner thread has exited, correlation id \(request.correlationID)",
-        ])
-    }
-
-    /// `carryOut` on the owner thread.
-    private func answer(_ request: OutstandingRequest, with action: ReplyRightState.Action, ending: Bool) {
-        if ending {
-            outstandingRequests.remove(request)
-            statistics.rightSettled()
-        }
-        let correlationID = request.correlationID
-        switch action {
-        case .none:
-            break
-        case .send(.reply(let reply)):
-            sendAnswer(reply, to: request.requestID, correlationID: correlationID, via: request.returnPath)
-        case .send(.failure(let reason)):
-            sendReply(LoopMessage(id: request.requestID, text: reason), as: .failure, correlationID: correlationID,
-                      via: request.returnPath)
-        case .sendNoReply:
-            sendReply(LoopMessage(id: request.requestID), as: .noReply, correlationID: correlationID,
-                      via: request.returnPath)
-        case .dropCancelled:
-            drop(.replyCancelled, "a reply to a request its requester gave up, correlation id \(correlationID)")
-        case .dropAnswered:
-            drop(.replyNotSent, "a second answer to a request its handler's failure answered, correlation id \(correlationID)")
-        }
-        // A send outside the port's delivery (a control action) may have run the socket's
-        // commands, a request's arrival among them, and taken its descriptor's signal:
-        // the loop asks `ZMQ_EVENTS` and drains the port if a message waits.
-        // (Not while the loop is torn down at its thread's exit, which runs the last control
-        // actions: its ports are gone from it by then.)
-        switch action {
-        case .send, .sendNoReply:
-            if let loop = ownerLoop, !loop.isTornDown, loop.isOwnerThread { loop.sentOnPortSource(self) }
-        case .none, .dropCancelled, .dropAnswered:
-            break
-        }
-    }
-
     /// Lets go of what a handler returned for a one-way message: nobody waits for it. Its
     /// callers unwrap the answer first, so that a nil one (the usual) costs a test: `_ =`
     /// of a `LoopMessage?` destroys it through its value witness, about 60 instructions.
@@ -259,7 +109,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
     }
 
     /// Reports a handler's error: to `handlerErrorHandler`, else as a warning; counted.
-    private func report(_ error: any Error, handling message: @autoclosure () -> LoopMessage) {
+    func report(_ error: any Error, handling message: @autoclosure () -> LoopMessage) {
         statistics.countHandlerError()
         if let handlerErrorHandler {
             handlerErrorHandler(error, message())
@@ -284,7 +134,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// whatever the handler put in it (wire format); an empty reply for nil.
     /// (Unwrapped, not `??`: a nil answer then costs neither a copy nor a destroy of the
     /// optional through its value witnesses.)
-    private func sendAnswer(_ answer: consuming LoopMessage?, to requestID: Int32, correlationID: UInt64,
+    func sendAnswer(_ answer: consuming LoopMessage?, to requestID: Int32, correlationID: UInt64,
                             via returnPath: ReturnPath?) {
         switch consume answer {
         case .none:
@@ -376,7 +226,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// Sends a reply (or a failure in its place) back over the connection its request came
     /// in on, without waiting: a requester that is gone, or that does not read its replies,
     /// costs it its reply, never the loop its time.
-    private func sendReply(_ reply: LoopMessage, as kind: WireKind, correlationID: UInt64, via returnPath: ReturnPath?) {
+    func sendReply(_ reply: LoopMessage, as kind: WireKind, correlationID: UInt64, via returnPath: ReturnPath?) {
         guard socket.isOpen, let returnPath else { return drop(.replyNotSent, "the port is closed") }
         do { try reply.checkSize() } catch { return drop(.replyNotSent, "\(error)") }
         do {
