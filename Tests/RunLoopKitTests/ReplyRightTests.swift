@@ -24,6 +24,17 @@ final class ReplyRightTests: XCTestCase {
         return (thread, served.withLock { $0! })
     }
 
+    /// A server whose handler keeps every request's right, in arrival order.
+    private func keepingServer() -> (LoopThread, LocalPort, SharedValue<[ReplyRightBox]>) {
+        let kept = SharedValue<[ReplyRightBox]>([])
+        let (thread, port) = server { _, right in
+            guard let right else { return }
+            let box = ReplyRightBox(right)
+            kept.withLock { $0.append(box) }
+        }
+        return (thread, port, kept)
+    }
+
     /// A raw DEALER connected to `port` over inproc: a requester that speaks the wire format itself.
     private func rawRequester(to port: LocalPort) throws -> ZMQSocket {
         let dealer = try ZMQSocket(type: .dealer)
@@ -73,12 +84,7 @@ final class ReplyRightTests: XCTestCase {
     }
 
     func testARightKeptAndDroppedLaterOnAnotherThreadAnswersWithANoReply() throws {
-        let kept = SharedValue<[ReplyRightBox]>([])
-        let (thread, port) = server { _, right in
-            guard let right else { return }
-            let box = ReplyRightBox(right)
-            kept.withLock { $0.append(box) }
-        }
+        let (thread, port, kept) = keepingServer()
         let result = SharedValue<Result<LoopMessage, PortError>?>(nil)
         let remote = port.remote
         DispatchQueue.global().async {
@@ -132,12 +138,7 @@ final class ReplyRightTests: XCTestCase {
     }
 
     func testARightThatOutlivesItsPortDropsItsAnswerAndCountsIt() throws {
-        let kept = SharedValue<[ReplyRightBox]>([])
-        let (thread, port) = server { _, right in
-            guard let right else { return }
-            let box = ReplyRightBox(right)
-            kept.withLock { $0.append(box) }
-        }
+        let (thread, port, kept) = keepingServer()
         let dealer = try rawRequester(to: port)
         XCTAssertTrue(try dealer.send(LoopMessage(id: 8), as: .request, correlationID: 1, dontWait: false))
         XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1 })
@@ -152,12 +153,7 @@ final class ReplyRightTests: XCTestCase {
     }
 
     func testARequestWhoseRightIsHeldWhenItsPortIsInvalidatedGetsANoReplyAtOnce() throws {
-        let kept = SharedValue<[ReplyRightBox]>([])
-        let (thread, port) = server { _, right in
-            guard let right else { return }
-            let box = ReplyRightBox(right)
-            kept.withLock { $0.append(box) }
-        }
+        let (thread, port, kept) = keepingServer()
         let remote = port.remote
         let result = SharedValue<Result<LoopMessage, PortError>?>(nil)
         DispatchQueue.global().async {
@@ -174,12 +170,7 @@ final class ReplyRightTests: XCTestCase {
     }
 
     func testARightThatOutlivesItsOwnerThreadFailsCleanly() throws {
-        let kept = SharedValue<[ReplyRightBox]>([])
-        let (thread, port) = server { _, right in
-            guard let right else { return }
-            let box = ReplyRightBox(right)
-            kept.withLock { $0.append(box) }
-        }
+        let (thread, port, kept) = keepingServer()
         let dealer = try rawRequester(to: port)
         XCTAssertTrue(try dealer.send(LoopMessage(id: 9), as: .request, correlationID: 1, dontWait: false))
         XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1 })
@@ -196,12 +187,7 @@ final class ReplyRightTests: XCTestCase {
         // The drop's answer is handed to the owner loop as a control action, which its
         // thread's exit may be the one to run (the loop torn down by then).
         for round in 0..<50 {
-            let kept = SharedValue<[ReplyRightBox]>([])
-            let (thread, port) = server { _, right in
-                guard let right else { return }
-                let box = ReplyRightBox(right)
-                kept.withLock { $0.append(box) }
-            }
+            let (thread, port, kept) = keepingServer()
             let dealer = try rawRequester(to: port)
             XCTAssertTrue(try dealer.send(LoopMessage(id: 1), as: .request, correlationID: 1, dontWait: false))
             XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1 }, "round \(round)")
@@ -294,12 +280,7 @@ final class ReplyRightTests: XCTestCase {
     }
 
     func testASnapshotShowsThePortsOutstandingRightsAndCancelledRequests() throws {
-        let kept = SharedValue<[ReplyRightBox]>([])
-        let (thread, port) = server { _, right in
-            guard let right else { return }
-            let box = ReplyRightBox(right)
-            kept.withLock { $0.append(box) }
-        }
+        let (thread, port, kept) = keepingServer()
         let dealer = try rawRequester(to: port)
         for id in 1...3 { XCTAssertTrue(try dealer.send(LoopMessage(id: 1), as: .request, correlationID: UInt64(id), dontWait: false)) }
         XCTAssertTrue(try dealer.send(LoopMessage(id: 1), as: .cancel, correlationID: 1, dontWait: false))
