@@ -181,13 +181,14 @@ final class HandOffResult<Value>: @unchecked Sendable {
 
 /// A noncopyable value on its way into an escaping closure: taken out once, by the closure;
 /// dropped with the box if the closure never runs.
-final class MovedValue<Value: ~Copyable & Sendable>: @unchecked Sendable {
+package final class MovedValue<Value: ~Copyable & Sendable>: @unchecked Sendable {
     private let lock = Lock()
     private var value: Value? // protected by lock
 
-    init(_ value: consuming Value) { self.value = consume value }
+    package init(_ value: consuming Value) { self.value = consume value }
 
-    func take() -> Value? {
+    /// The value, the first time; nil after.
+    package func take() -> Value? {
         lock.lock()
         defer { lock.unlock() }
         return value.take()

@@ -1,4 +1,4 @@
-import RunLoopSystem
+import RunLoopCore
 
 /// A port's requests as an `AsyncSequence`, each with its reply right, so that an actor or
 /// a task group serves a port:
@@ -76,39 +76,24 @@ public struct PortRequestStream: AsyncSequence, Sendable {
 public struct PortRequest: Sendable {
     /// The request's message.
     public let message: LoopMessage
-    private let slot: ReplyRightSlot
+    private let request: OutstandingRequest
+    /// Where the right waits for its taker; released with the right in it, the right's
+    /// drop answers with a no reply.
+    private let right: MovedValue<ReplyRight>
 
     init(message: LoopMessage, right: consuming ReplyRight) {
         self.message = message
-        slot = ReplyRightSlot(right)
+        request = right.request
+        self.right = MovedValue(right)
     }
 
     /// The request's reply right: the first call takes it, any later one gets nil. Any thread.
     public func takeRight() -> ReplyRight? {
-        slot.take()
+        right.take()
     }
 
     /// Whether the requester gave the request up (see `ReplyRight.isCancelled`). Any thread.
-    public var isCancelled: Bool { slot.request.isCancelled }
-}
-
-/// Where a `PortRequest`'s right waits for its taker: released with the right still in
-/// it, the right's drop answers the request with a no reply.
-final class ReplyRightSlot: @unchecked Sendable {
-    let request: OutstandingRequest
-    private let lock = Lock()
-    private var right: ReplyRight? // protected by lock
-
-    init(_ right: consuming ReplyRight) {
-        request = right.request
-        self.right = consume right
-    }
-
-    func take() -> ReplyRight? {
-        lock.lock()
-        defer { lock.unlock() }
-        return right.take()
-    }
+    public var isCancelled: Bool { request.isCancelled }
 }
 
 /// A port's requests for `for await`.
