@@ -72,12 +72,16 @@ let package = Package(
                 .product(name: "Atomics", package: "swift-atomics"),
             ]
         ),
+        // The latency histogram and percentiles the tool and the bench share (package
+        // access, in no product: no part of RunLoopKit's API).
+        .target(name: "LatencyStatistics", dependencies: [.product(name: "Histogram", package: "hdrhistogram-swift")],
+                path: "Tools/LatencyStatistics"),
         .executableTarget(
             name: "RunLoopKitTool",
             dependencies: [
                 "RunLoopKit",
+                "LatencyStatistics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             path: "Tools/runloopkit"
         ),
@@ -87,8 +91,8 @@ let package = Package(
                 "RunLoopKit",
                 "CZeroMQ",
                 "CLinuxPoll",
+                "LatencyStatistics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             path: "Benchmarks/runloopkit-bench"
         ),
@@ -124,6 +128,7 @@ let package = Package(
         .testTarget(name: "RunLoopWireTests", dependencies: ["RunLoopWire"]),
         // The bench's verdicts and reports (its measurements are judged by running it).
         .testTarget(name: "RunLoopKitBenchTests", dependencies: ["RunLoopKitBench"]),
+        .testTarget(name: "LatencyStatisticsTests", dependencies: ["LatencyStatistics"]),
         .testTarget(
             name: "RunLoopCoreTests",
             dependencies: ["RunLoopCore", "RunLoopSystem", "CLinuxPoll", "RunLoopTestSupport",

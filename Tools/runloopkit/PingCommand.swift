@@ -1,4 +1,5 @@
 import ArgumentParser
+import LatencyStatistics
 import RunLoopKit
 
 /// `runloopkit ping NAME [--count N]`: request/reply round trips and their percentiles.
@@ -39,18 +40,18 @@ struct PingCommand: ToolCommand {
         let requests: Int
         let replies: Int
         let timeouts: Int
-        let roundTripMicroseconds: RoundTripStatistics.Summary?
+        let roundTripMicroseconds: RoundTripSummary?
     }
 
     func execute() throws(ToolFailure) {
         let target = try PortTarget.resolve(name)
-        var statistics = RoundTripStatistics()
+        var roundTrips = LatencyHistogram()
         var timeouts = 0
         do throws(PortError) {
             for _ in 0..<warmup { _ = try roundTrip(to: target) }
             for _ in 0..<count {
                 do throws(PortError) {
-                    statistics.record(nanoseconds: try roundTrip(to: target))
+                    roundTrips.record(nanoseconds: try roundTrip(to: target))
                 } catch .receiveTimedOut {
                     timeouts += 1 // no reply to this one: the next may still get one
                 }
@@ -58,7 +59,7 @@ struct PingCommand: ToolCommand {
         } catch {
             throw ToolFailure.from(error, target: target.label, timeout: timeout.timeout)
         }
-        let summary = statistics.summary
+        let summary = RoundTripSummary(roundTrips)
         if output.json {
             ToolOutput.printJSON(Report(target: target.label, address: target.remote.address.rawValue, requests: count,
                                         replies: count - timeouts, timeouts: timeouts, roundTripMicroseconds: summary))
@@ -75,10 +76,10 @@ struct PingCommand: ToolCommand {
     }
 
     /// One request and its reply; the time between, in nanoseconds.
-    private func roundTrip(to target: PortTarget) throws(PortError) -> Double {
+    private func roundTrip(to target: PortTarget) throws(PortError) -> UInt64 {
         let started = Deadline.now()
         _ = try target.remote.sendRequest(LoopMessage(id: id), sendTimeout: timeout.duration,
                                           receiveTimeout: timeout.duration)
-        return ToolFormat.nanoseconds(Deadline.now() - started)
+        return UInt64(ToolFormat.nanoseconds(Deadline.now() - started).rounded())
     }
 }

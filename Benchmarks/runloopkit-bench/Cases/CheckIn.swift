@@ -1,3 +1,4 @@
+import LatencyStatistics
 import RunLoopKit
 
 /// The time until 1,000 worker threads have checked in (`WorkerPool`: each worker creates
@@ -43,8 +44,8 @@ enum CheckInCase {
         var outcome = CaseOutcome(name: name)
         outcome.metrics = [
             MetricResult(caseName: name, metric: "ms", unit: "ms", lowerIsBetter: true,
-                         runloopkit: Harness.median(runLoopKit) * 1000,
-                         peers: [PeerValue(name: "plain-threads", value: Harness.median(plain) * 1000)],
+                         runloopkit: median(runLoopKit) * 1000,
+                         peers: [PeerValue(name: "plain-threads", value: median(plain) * 1000)],
                          targets: [.atMostTimes(2.5, peer: "plain-threads")]),
         ]
         outcome.notes = ["\(name): median of \(config.checkInRounds) interleaved rounds"]

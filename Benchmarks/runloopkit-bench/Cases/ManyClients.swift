@@ -1,4 +1,5 @@
 import Glibc
+import LatencyStatistics
 import RunLoopKit
 
 /// 1,000 short-lived requesters: one after the other, a thread is created, looks up a
@@ -46,7 +47,7 @@ enum ManyClientsCase {
         defer { server.finish() }
         for _ in 0..<warmUpClients { _ = requester(portName: portName) }
         let descriptorsBefore = System.openDescriptors()
-        var recorder = LatencyRecorder()
+        var recorder = LatencyHistogram()
         for _ in 0..<clients { recorder.record(nanoseconds: requester(portName: portName)) }
         let descriptorsAtOnce = System.openDescriptors()
         let cpuBefore = System.processCPUTime()
@@ -54,7 +55,7 @@ enum ManyClientsCase {
         let idleCPU = Double(System.processCPUTime() - cpuBefore) / 1e6
         let descriptorsAfter = System.openDescriptors()
 
-        let distributions = [Distribution(name: "runloopkit", summary: recorder.summary)]
+        let distributions = [Distribution(name: "runloopkit", summary: LatencySummary(recorder))]
         var outcome = CaseOutcome(name: name, distributions: distributions,
                                   chartCaption: "one request from each of 1,000 new threads")
         outcome.metrics = [

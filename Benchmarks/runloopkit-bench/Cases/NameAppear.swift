@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import LatencyStatistics
 import RunLoopKit
 import Synchronization
 
@@ -134,8 +135,7 @@ final class NameOwnerProcess: @unchecked Sendable {
     var medianRegistration: Double {
         lock.lock()
         defer { lock.unlock() }
-        guard !registrations.isEmpty else { return .nan }
-        return Double(registrations.sorted()[registrations.count / 2])
+        return median(registrations.map(Double.init))
     }
 
     func finish() {
@@ -153,13 +153,9 @@ final class RunLoopKitNameAppear: LatencyContender {
     init(owner: NameOwnerProcess) { self.owner = owner }
 
     /// The watcher thread's CPU from the command to register to the handler, ns (median).
-    var cpuPerAppearance: Double { Self.median(appearanceCPU) }
+    var cpuPerAppearance: Double { median(appearanceCPU.map(Double.init)) }
     /// The watcher thread's CPU to make a watch, add it and report its first state, ns (median).
-    var cpuPerWatch: Double { Self.median(watchCPU) }
-
-    private static func median(_ values: [UInt64]) -> Double {
-        values.isEmpty ? .nan : Double(values.sorted()[values.count / 2])
-    }
+    var cpuPerWatch: Double { median(watchCPU.map(Double.init)) }
 
     /// `CLOCK_THREAD_CPUTIME_ID`, ns: exact to the call, where `getrusage` lags the scheduler's accounting.
     private static func threadCPU() -> UInt64 {
@@ -168,8 +164,8 @@ final class RunLoopKitNameAppear: LatencyContender {
         return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
-        var recorder = LatencyRecorder()
+    func measure(_ count: Int) -> LatencyHistogram {
+        var recorder = LatencyHistogram()
         for _ in 0..<count {
             let portName = NameAppearCase.freshName()
             let owner = self.owner
@@ -224,8 +220,8 @@ final class InotifyNameAppear: LatencyContender {
             ?? "/tmp/runloopkit-\(getuid())"
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
-        var recorder = LatencyRecorder()
+    func measure(_ count: Int) -> LatencyHistogram {
+        var recorder = LatencyHistogram()
         for _ in 0..<count {
             let portName = NameAppearCase.freshName()
             let owner = self.owner, directory = self.directory

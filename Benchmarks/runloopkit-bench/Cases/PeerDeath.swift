@@ -1,6 +1,7 @@
 import CLinuxPoll
 import Foundation
 import Glibc
+import LatencyStatistics
 import RunLoopKit
 import Synchronization
 
@@ -71,8 +72,8 @@ final class RunLoopKitPeerDeath: LatencyContender {
     /// The watcher thread's CPU per loss, ns.
     var cpuPerLoss: Double { losses == 0 ? .nan : Double(cpu) / Double(losses) }
 
-    func measure(_ count: Int) -> LatencyRecorder {
-        var recorder = LatencyRecorder()
+    func measure(_ count: Int) -> LatencyHistogram {
+        var recorder = LatencyHistogram()
         for _ in 0..<count {
             let (owner, port) = PeerDeathCase.startOwner()
             let pid = owner.pid
@@ -112,8 +113,8 @@ final class PidfdPeerDeath: LatencyContender {
     let name = "pidfd-poll"
     private let driver = CommandThread(cpu: nil)
 
-    func measure(_ count: Int) -> LatencyRecorder {
-        var recorder = LatencyRecorder()
+    func measure(_ count: Int) -> LatencyHistogram {
+        var recorder = LatencyHistogram()
         for _ in 0..<count {
             let (owner, port) = PeerDeathCase.startOwner()
             let pid = owner.pid

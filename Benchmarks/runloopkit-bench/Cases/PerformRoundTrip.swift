@@ -1,3 +1,4 @@
+import LatencyStatistics
 import RunLoopKit
 
 /// `performAndWait` of a closure on another thread's RunLoopKit loop (which sleeps in
@@ -9,10 +10,10 @@ final class RunLoopKitPerform: LatencyContender {
         ThreadRunLoop.current.add(LoopTimer(after: .seconds(3600)) { _ in }, to: .default)
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let loop = target.loop
         return driver.run {
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             for index in 0..<count {
                 let start = Clock.now()
                 let answer: Int

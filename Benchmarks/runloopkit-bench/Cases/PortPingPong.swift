@@ -1,3 +1,4 @@
+import LatencyStatistics
 import RunLoopKit
 import Synchronization
 
@@ -23,7 +24,7 @@ final class RunLoopKitPingPong: LatencyContender {
         let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
         @exclusivity(unchecked) var remaining = 0
         @exclusivity(unchecked) var sentAt: UInt64 = 0
-        @exclusivity(unchecked) var recorder = LatencyRecorder()
+        @exclusivity(unchecked) var recorder = LatencyHistogram()
         var idle: [LocalPort] = []
 
         func ping() {
@@ -135,11 +136,11 @@ final class RunLoopKitPingPong: LatencyContender {
         }
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let pinger = pinger
         return driver.run {
             let state = pinger.value!
-            state.recorder = LatencyRecorder()
+            state.recorder = LatencyHistogram()
             state.remaining = count
             state.ping()
             let loop = ThreadRunLoop.current

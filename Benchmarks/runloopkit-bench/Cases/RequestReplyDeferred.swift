@@ -1,4 +1,5 @@
 import Glibc
+import LatencyStatistics
 import RunLoopKit
 
 /// `sendRequest` to a named port served by another thread's loop whose handler is
@@ -36,10 +37,10 @@ final class RunLoopKitDeferredRequestReply: LatencyContender {
         self.pool = pool
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let portName = portName
         return driver.run {
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             let request = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
             do {
                 let remote = try RemotePort(named: portName)

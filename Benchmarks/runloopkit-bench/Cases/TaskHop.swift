@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LatencyStatistics
 import RunLoopKit
 
 // Both actors change isolated state on every call: Swift's optimizer may drop the hop to an
@@ -59,14 +60,14 @@ actor PlainEcho {
 
 /// Times `count` awaits of `call` from a task on the cooperative pool: for the pinned
 /// actor, a hop onto the worker's thread and back.
-private func timeAwaits(_ count: Int, _ call: @escaping @Sendable (Int) async -> Int) -> LatencyRecorder {
+private func timeAwaits(_ count: Int, _ call: @escaping @Sendable (Int) async -> Int) -> LatencyHistogram {
     /// Written by the task before it signals `done`, read after `done.wait()`: the
     /// semaphore orders the two.
-    final class Outcome: @unchecked Sendable { var recorder = LatencyRecorder() }
+    final class Outcome: @unchecked Sendable { var recorder = LatencyHistogram() }
     let done = DispatchSemaphore(value: 0)
     let outcome = Outcome()
     Task {
-        var recorder = LatencyRecorder()
+        var recorder = LatencyHistogram()
         for index in 0..<count {
             let start = Clock.now()
             let answer = await call(index)
@@ -94,7 +95,7 @@ final class RunLoopKitTaskHop: LatencyContender {
         echo = PinnedEcho(worker: worker)
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let echo = echo
         return timeAwaits(count) { await echo.echo($0) }
     }
@@ -106,7 +107,7 @@ final class DispatchSerialExecutorHop: LatencyContender {
     let name = "dispatch-serial-executor"
     private let echo = QueueEcho(executor: DispatchSerialExecutor(label: "runloopkit-bench.task-hop"))
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let echo = echo
         return timeAwaits(count) { await echo.echo($0) }
     }
@@ -118,7 +119,7 @@ final class DefaultActorHop: LatencyContender {
     let name = "default-actor"
     private let echo = PlainEcho()
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let echo = echo
         return timeAwaits(count) { await echo.echo($0) }
     }

@@ -1,5 +1,6 @@
 import CLinuxPoll
 import Glibc
+import LatencyStatistics
 import RunLoopKit
 
 /// The lateness of each fire of a repeating timer after its grid point, on the monotonic
@@ -9,7 +10,7 @@ struct LatenessTracker {
     let interval: UInt64
     private(set) var fires = 0
     private(set) var early = 0
-    private(set) var recorder = LatencyRecorder()
+    private(set) var recorder = LatencyHistogram()
     /// The grid point the next fire is due at (0 before the first fire).
     private(set) var expected: UInt64 = 0
 
@@ -34,7 +35,7 @@ final class RunLoopKitTimerLateness: LatencyContender {
     let name = "runloopkit"
     private let driver = CommandThread(cpu: nil)
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         driver.run {
             let loop = ThreadRunLoop.current
             let tracker = Confined(LatenessTracker(interval: 1_000_000))
@@ -64,7 +65,7 @@ final class FloorTimerLateness: LatencyContender {
         driver.run { _ = clinux_set_timer_slack(1_000) }
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         driver.run {
             var tracker = LatenessTracker(interval: 1_000_000)
             let first = Clock.now() + 1_000_000

@@ -2,6 +2,7 @@ import CLinuxPoll
 import CZeroMQ
 import Dispatch
 import Glibc
+import LatencyStatistics
 
 // The `floor` peers of the port cases (issue 15): RunLoopKit's own poll-set design written
 // directly on libzmq and epoll, with no run-loop machinery. Each receiving thread sleeps in
@@ -206,11 +207,11 @@ final class FloorPingPong: LatencyContender {
         sockets = Confined((FloorPollSet(watching: router), dealer))
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let sockets = sockets
         return driver.run {
             let (pollSet, dealer) = sockets.value
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
@@ -266,11 +267,11 @@ final class FloorRequestReply: LatencyContender {
         client = Confined(driver.run { FloorPollSet(watching: RawZMQ.floorDealer(context, connect: endpoint)) })
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let client = client
         return driver.run {
             let pollSet = client.value
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
@@ -505,11 +506,11 @@ final class FloorDeferredRequestReply: LatencyContender {
         }
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let client = client
         return driver.run {
             let pollSet = client.value
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)

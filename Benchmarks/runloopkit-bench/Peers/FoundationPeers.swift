@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LatencyStatistics
 import Synchronization
 
 // The Foundation peers, as shipped with the toolchain (swift-corelibs-foundation on
@@ -38,7 +39,7 @@ final class SocketPortPingPong: LatencyContender {
         var components = NSMutableArray(array: [Data(repeating: 7, count: 64)])
         var remaining = 0
         var sentAt: UInt64 = 0
-        var recorder = LatencyRecorder()
+        var recorder = LatencyHistogram()
 
         func ping() {
             sentAt = Clock.now()
@@ -94,11 +95,11 @@ final class SocketPortPingPong: LatencyContender {
         driver.run { pinger.value!.target = SocketPort(remoteWithTCPPort: echoPort, host: "127.0.0.1")! }
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let pinger = pinger
         return driver.run {
             let state = pinger.value!
-            state.recorder = LatencyRecorder()
+            state.recorder = LatencyHistogram()
             state.remaining = count
             state.ping()
             while state.remaining > 0 { _ = RunLoop.current.run(mode: .default, before: .distantFuture) }
@@ -127,7 +128,7 @@ final class FoundationPerform: LatencyContender {
     private let target = FoundationLoopThread {}
     private let driver = CommandThread()
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let runLoop = Confined(target.runLoop)
         return driver.run {
             postedRoundTrips(count) { work in
@@ -150,7 +151,7 @@ final class FoundationTimerLateness: LatencyContender {
     let name = "foundation-timer"
     private let driver = CommandThread(cpu: nil)
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         driver.run {
             let tracker = Confined(LatenessTracker(interval: 1_000_000))
             let start = Clock.now()

@@ -1,4 +1,5 @@
 import Dispatch
+import LatencyStatistics
 import Synchronization
 
 // The machine's own floors: a semaphore ping-pong between two threads, `DispatchQueue.async`
@@ -25,10 +26,10 @@ final class SemaphorePingPong: LatencyContender {
         }
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let (ping, pong) = (ping, pong)
         return driver.run {
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             for _ in 0..<count {
                 let start = Clock.now()
                 ping.signal()
@@ -53,7 +54,7 @@ final class DispatchAsyncRoundTrip: LatencyContender {
     private let queue = DispatchQueue(label: "runloopkit-bench.dispatch")
     private let driver = CommandThread()
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let queue = queue
         return driver.run { postedRoundTrips(count) { queue.async(execute: $0) } }
     }
@@ -63,8 +64,8 @@ final class DispatchAsyncRoundTrip: LatencyContender {
 
 /// `count` round trips of a closure that `post` hands to another thread, which computes
 /// an answer and signals a semaphore the calling thread waits on; each answer is checked.
-func postedRoundTrips(_ count: Int, post: (@escaping @Sendable () -> Void) -> Void) -> LatencyRecorder {
-    var recorder = LatencyRecorder()
+func postedRoundTrips(_ count: Int, post: (@escaping @Sendable () -> Void) -> Void) -> LatencyHistogram {
+    var recorder = LatencyHistogram()
     let answered = DispatchSemaphore(value: 0)
     let answer = SharedCounter()
     for index in 0..<count {

@@ -1,5 +1,6 @@
 import CZeroMQ
 import Glibc
+import LatencyStatistics
 import Synchronization
 
 // The raw-libzmq peers: libzmq called through `CZeroMQ` directly, with blocking calls and
@@ -108,10 +109,10 @@ final class ZMQPingPong: LatencyContender {
         client = driver.run { RawZMQ.socket(context, requestReply ? ZMQ_REQ : ZMQ_PAIR, connect: endpoint) }
     }
 
-    func measure(_ count: Int) -> LatencyRecorder {
+    func measure(_ count: Int) -> LatencyHistogram {
         let (client, payload) = (client, payload)
         return driver.run {
-            var recorder = LatencyRecorder()
+            var recorder = LatencyHistogram()
             let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
             defer { buffer.deallocate() }
             buffer.initializeMemory(as: UInt8.self, repeating: 7, count: payload)

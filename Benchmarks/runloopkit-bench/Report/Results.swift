@@ -1,3 +1,5 @@
+import LatencyStatistics
+
 /// What a case found: metrics with RunLoopKit's figure, its peers' and the targets, and
 /// the latency distributions for the chart.
 
@@ -138,7 +140,7 @@ struct Spread: Sendable {
     init?(_ values: [Double]) {
         let finite = values.filter(\.isFinite)
         guard let low = finite.min(), let high = finite.max() else { return nil }
-        median = Harness.median(finite)
+        median = LatencyStatistics.median(finite)
         min = low
         max = high
     }

@@ -1,3 +1,5 @@
+import LatencyStatistics
+
 /// The measuring harness: contenders measured in interleaved rounds after a warm-up.
 
 /// How long a run is: `--quick` or full.
@@ -32,7 +34,7 @@ protocol LatencyContender: AnyObject {
     /// The name in the table, the JSON and the chart (`runloopkit` for RunLoopKit).
     var name: String { get }
     /// Performs `count` operations and returns their latencies.
-    func measure(_ count: Int) -> LatencyRecorder
+    func measure(_ count: Int) -> LatencyHistogram
     /// Releases threads, sockets and ports.
     func finish()
 }
@@ -55,7 +57,7 @@ enum Harness {
         // With `--only`, the others keep their place with an empty distribution.
         let contenders = all.filter { only.isEmpty || only.contains($0.name) }
         for contender in contenders { _ = contender.measure(warmUp) }
-        var recorders = Array(repeating: LatencyRecorder(), count: contenders.count)
+        var recorders = Array(repeating: LatencyHistogram(), count: contenders.count)
         for round in 0..<rounds {
             for offset in contenders.indices {
                 let index = (round + offset) % contenders.count
@@ -64,7 +66,7 @@ enum Harness {
         }
         return all.map { contender in
             let index = contenders.firstIndex { $0 === contender }
-            return Distribution(name: contender.name, summary: index.map { recorders[$0].summary } ?? .empty)
+            return Distribution(name: contender.name, summary: index.map { LatencySummary(recorders[$0]) } ?? .empty)
         }
     }
 
@@ -87,16 +89,10 @@ enum Harness {
         }
         return all.map { contender in
             let index = contenders.firstIndex { $0 === contender }
-            return PeerValue(name: contender.name, value: index.map { median(samples[$0]) } ?? .nan)
+            return PeerValue(name: contender.name, value: index.map { LatencyStatistics.median(samples[$0]) } ?? .nan)
         }
     }
 
-    static func median(_ values: [Double]) -> Double {
-        guard !values.isEmpty else { return .nan }
-        let sorted = values.sorted()
-        let middle = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    }
 }
 
 extension Array where Element == Distribution {

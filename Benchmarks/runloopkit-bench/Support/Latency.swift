@@ -1,31 +1,4 @@
-import Histogram
-
-/// Latencies of one implementation in one case, in an HdrHistogram (nanoseconds, three
-/// significant digits); percentiles come from the histogram, never from sorting samples.
-struct LatencyRecorder: Sendable {
-    private var histogram = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000_000,
-                                              numberOfSignificantValueDigits: .three)
-
-    /// Records one latency in nanoseconds (zero is recorded as one nanosecond).
-    @inline(__always)
-    mutating func record(nanoseconds: UInt64) {
-        _ = histogram.record(max(1, nanoseconds))
-    }
-
-    mutating func add(_ other: LatencyRecorder) { histogram.add(other.histogram) }
-
-    var count: UInt64 { histogram.totalCount }
-
-    /// The distribution in microseconds.
-    var summary: LatencySummary {
-        func us(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 1000 }
-        guard count > 0 else { return .empty }
-        return LatencySummary(count: count,
-                              p50: us(histogram.valueAtPercentile(50)), p90: us(histogram.valueAtPercentile(90)),
-                              p99: us(histogram.valueAtPercentile(99)), p999: us(histogram.valueAtPercentile(99.9)),
-                              max: us(histogram.max))
-    }
-}
+import LatencyStatistics
 
 /// A latency distribution in microseconds, as the table, the JSON and the chart use it.
 struct LatencySummary: Sendable {
@@ -45,4 +18,17 @@ struct LatencySummary: Sendable {
     }
 
     var brief: String { "p50 \(Format.micro(p50)) µs, p99 \(Format.micro(p99)) µs" }
+}
+
+extension LatencySummary {
+    /// The distribution `histogram` recorded, in microseconds; `.empty` when it recorded nothing.
+    init(_ histogram: LatencyHistogram) {
+        guard let ns = histogram.percentiles else {
+            self = .empty
+            return
+        }
+        func us(_ nanoseconds: UInt64) -> Double { Double(nanoseconds) / 1000 }
+        self.init(count: histogram.count, p50: us(ns.p50), p90: us(ns.p90), p99: us(ns.p99), p999: us(ns.p999),
+                  max: us(ns.max))
+    }
 }
