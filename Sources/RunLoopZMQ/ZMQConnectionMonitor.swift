@@ -1,7 +1,5 @@
 import RunLoopSystem
 import CZeroMQ
-import Glibc
-import Synchronization
 
 /// Watches a connecting socket's connections through libzmq's socket monitor
 /// (`zmq_socket_monitor`): libzmq's I/O thread reports each connection made, lost or
@@ -42,8 +40,7 @@ package final class ZMQConnectionMonitor {
         case handshakeFailed(ZMQHandshakeFailure)
     }
 
-    /// The PAIR socket the events arrive on.
-    package let socket: ZMQSocket
+    private let monitor: ZMQSocketMonitor
     private let watched: ZMQSocket
     /// Whether `closeWatched` closed the watched socket (monitoring then stops by itself).
     private var watchedClosed = false
@@ -55,7 +52,6 @@ package final class ZMQConnectionMonitor {
     /// After `closeWatched`: a duplicate of an ipc connection's descriptor, held until its
     /// peer has read everything.
     private var held: Int32?
-    private static let serial = Atomic<UInt64>(0)
 
     private static let watchedEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED
         | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
@@ -64,24 +60,18 @@ package final class ZMQConnectionMonitor {
     /// Starts monitoring `watched`, via `zmq_socket_monitor`, and connects the PAIR socket
     /// that receives its events.
     package init(watching watched: ZMQSocket) throws(SystemCallError) {
-        let endpoint = "inproc://runloopkit.monitor.\(getpid()).\(ZMQConnectionMonitor.serial.add(1, ordering: .relaxed).newValue)"
-        try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(watched.handle, endpoint, ZMQConnectionMonitor.watchedEvents) }
-        do {
-            socket = try ZMQSocket(context: watched.context, type: .pair)
-            try socket.connect(endpoint)
-        } catch {
-            zmq_socket_monitor(watched.handle, nil, 0)
-            throw error
-        }
+        monitor = try ZMQSocketMonitor(watching: watched, events: ZMQConnectionMonitor.watchedEvents)
         self.watched = watched
     }
 
-    /// Stops monitoring (`zmq_socket_monitor` with no endpoint); the watched socket must
-    /// still be open, so its owner releases the monitor first, or closed by `closeWatched`.
+    /// Releasing it stops monitoring; the watched socket must still be open, so its owner
+    /// releases the monitor first, or closed by `closeWatched`.
     deinit {
-        if !watchedClosed { zmq_socket_monitor(watched.handle, nil, 0) }
         if let held { Kernel.close(held) }
     }
+
+    /// The PAIR socket the events arrive on.
+    package var socket: ZMQSocket { monitor.socket }
 
     /// The next event reported, if any; never waits.
     package func nextEvent() throws(SystemCallError) -> Event? {
@@ -97,19 +87,14 @@ package final class ZMQConnectionMonitor {
 
     /// The next event as libzmq sent it (event number and value), if any; never waits.
     private func nextRawEvent() throws(SystemCallError) -> (event: Int32, value: UInt32)? {
-        while let frames = try socket.receive(dontWait: true) {
-            // Frame 0: the event (UInt16) and its value (UInt32), native byte order; frame 1: the endpoint.
-            guard frames.count == 2, frames[0].count == 6 else { continue }
-            let event = frames[0].withUnsafeBytes { Int32($0.loadUnaligned(as: UInt16.self)) }
-            let value = frames[0].withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 2, as: UInt32.self) }
-            switch event {
-            case ZMQ_EVENT_CONNECTED: connected = (Int32(bitPattern: value), String(decoding: frames[1], as: UTF8.self))
-            case ZMQ_EVENT_DISCONNECTED, ZMQ_EVENT_CLOSED: connected = nil
-            default: break
-            }
-            return (event, value)
+        guard let reported = try monitor.nextEvent() else { return nil }
+        switch reported.event {
+        case ZMQ_EVENT_CONNECTED:
+            connected = (Int32(bitPattern: reported.value), String(decoding: reported.endpoint, as: UTF8.self))
+        case ZMQ_EVENT_DISCONNECTED, ZMQ_EVENT_CLOSED: connected = nil
+        default: break
         }
-        return nil
+        return (reported.event, reported.value)
     }
 
     // MARK: - Closing the watched socket
@@ -124,6 +109,7 @@ package final class ZMQConnectionMonitor {
         while try nextRawEvent() != nil {} // the connection as it now stands
         holdIPCConnection()
         watchedClosed = true
+        monitor.watchedClosed()
         watched.close()
     }
 

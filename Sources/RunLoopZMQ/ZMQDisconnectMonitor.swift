@@ -1,7 +1,5 @@
 import RunLoopSystem
 import CZeroMQ
-import Glibc
-import Synchronization
 
 /// Tells which of a listening socket's connections went, by descriptor, through libzmq's
 /// socket monitor (`zmq_socket_monitor` for `ZMQ_EVENT_DISCONNECTED` alone): a port learns
@@ -15,39 +13,18 @@ import Synchronization
 ///
 /// Thread safety: none; it belongs to the watched socket's thread, like the socket.
 package final class ZMQDisconnectMonitor {
-    /// The PAIR socket the events arrive on.
-    private let socket: ZMQSocket
-    private let watched: ZMQSocket
-    private static let serial = Atomic<UInt64>(0)
+    private let monitor: ZMQSocketMonitor
 
-    /// Starts monitoring `watched`'s disconnections and connects the PAIR socket that receives them.
+    /// Starts monitoring `watched`'s disconnections and connects the PAIR socket that
+    /// receives them. The watched socket must stay open until this is released.
     package init(watching watched: ZMQSocket) throws(SystemCallError) {
-        let endpoint = "inproc://runloopkit.clients.\(getpid()).\(ZMQDisconnectMonitor.serial.add(1, ordering: .relaxed).newValue)"
-        try zmqCall("zmq_socket_monitor") { zmq_socket_monitor(watched.handle, endpoint, ZMQ_EVENT_DISCONNECTED) }
-        do {
-            socket = try ZMQSocket(context: watched.context, type: .pair)
-            try socket.connect(endpoint)
-        } catch {
-            zmq_socket_monitor(watched.handle, nil, 0)
-            throw error
-        }
-        self.watched = watched
-    }
-
-    /// Stops monitoring; the watched socket must still be open, so its owner releases the
-    /// monitor before closing it.
-    deinit {
-        zmq_socket_monitor(watched.handle, nil, 0)
+        monitor = try ZMQSocketMonitor(watching: watched, events: ZMQ_EVENT_DISCONNECTED)
     }
 
     /// The descriptor of the next connection reported gone, if any; never waits.
     package func nextDisconnected() throws(SystemCallError) -> Int32? {
-        while let frames = try socket.receive(dontWait: true) {
-            // Frame 0: the event (UInt16) and its value (UInt32, the descriptor), native byte order.
-            guard frames.count == 2, frames[0].count == 6 else { continue }
-            let event = frames[0].withUnsafeBytes { Int32($0.loadUnaligned(as: UInt16.self)) }
-            guard event == ZMQ_EVENT_DISCONNECTED else { continue }
-            return frames[0].withUnsafeBytes { Int32(bitPattern: $0.loadUnaligned(fromByteOffset: 2, as: UInt32.self)) }
+        while let reported = try monitor.nextEvent() {
+            if reported.event == ZMQ_EVENT_DISCONNECTED { return Int32(bitPattern: reported.value) }
         }
         return nil
     }
