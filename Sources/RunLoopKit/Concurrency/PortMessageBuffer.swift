@@ -2,13 +2,13 @@ import RunLoopSystem
 
 /// A message (or request) stream's buffer, between the port's handler (on the port's owner thread) and
 /// the consumer (any thread): the messages not yet taken, the waiting consumer, and whether
-/// the port is paused out of its modes, as one `State`. See `PortMessageStream` for the policy.
+/// the port is paused out of its modes, as one `State`. See `PortStream` for the policy.
 ///
 /// Thread safety: every member from any thread; `deliver` from the port's handler only.
 final class PortMessageBuffer<Element: Sendable>: @unchecked Sendable {
     typealias Consumer = CheckedContinuation<Element?, Never>
 
-    let policy: PortMessageStream.BufferingPolicy
+    let policy: PortStreamBufferingPolicy
     /// The owner-thread side; set once, before the buffer is shared.
     var attachment: PortStreamAttachment<Element>?
 
@@ -23,7 +23,7 @@ final class PortMessageBuffer<Element: Sendable>: @unchecked Sendable {
     private(set) var pauseCount = 0 // protected by lock
     private(set) var mostBuffered = 0 // protected by lock
 
-    init(policy: PortMessageStream.BufferingPolicy) { self.policy = policy }
+    init(policy: PortStreamBufferingPolicy) { self.policy = policy }
 
     var statistics: (pauses: Int, mostBuffered: Int) { lock.withLock { (pauseCount, mostBuffered) } }
 
