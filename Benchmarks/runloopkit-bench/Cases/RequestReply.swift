@@ -23,29 +23,33 @@ final class RunLoopKitRequestReply: LatencyContender {
         }
     }
 
-    func measure(_ count: Int) -> LatencyHistogram {
-        let portName = portName
-        return driver.run {
-            var recorder = LatencyHistogram()
-            let request = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
-            do {
-                let remote = try RemotePort(named: portName)
-                for _ in 0..<count {
-                    let start = Clock.now()
-                    let reply = try remote.sendRequest(request, sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
-                    recorder.record(nanoseconds: Clock.now() &- start)
-                    precondition(reply.firstData?.count == 64)
-                }
-            } catch {
-                fatalError("request/reply failed: \(error)")
-            }
-            return recorder
-        }
-    }
+    func measure(_ count: Int) -> LatencyHistogram { timeRequests(count, to: portName, on: driver) }
 
     func finish() {
         driver.finish()
         server.finish()
+    }
+}
+
+/// Times `count` blocking requests (64 bytes, `sendRequest`) to the port named `portName`,
+/// whose server sends each back, from `driver`'s thread: `request-reply`'s and
+/// `request-reply-deferred`'s requester.
+func timeRequests(_ count: Int, to portName: String, on driver: CommandThread) -> LatencyHistogram {
+    driver.run {
+        var recorder = LatencyHistogram()
+        let request = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
+        do {
+            let remote = try RemotePort(named: portName)
+            for _ in 0..<count {
+                let start = Clock.now()
+                let reply = try remote.sendRequest(request, sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+                recorder.record(nanoseconds: Clock.now() &- start)
+                precondition(reply.firstData?.count == 64)
+            }
+        } catch {
+            fatalError("request/reply to \(portName) failed: \(error)")
+        }
+        return recorder
     }
 }
 

@@ -37,25 +37,7 @@ final class RunLoopKitDeferredRequestReply: LatencyContender {
         self.pool = pool
     }
 
-    func measure(_ count: Int) -> LatencyHistogram {
-        let portName = portName
-        return driver.run {
-            var recorder = LatencyHistogram()
-            let request = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: 64))])
-            do {
-                let remote = try RemotePort(named: portName)
-                for _ in 0..<count {
-                    let start = Clock.now()
-                    let reply = try remote.sendRequest(request, sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
-                    recorder.record(nanoseconds: Clock.now() &- start)
-                    precondition(reply.firstData?.count == 64)
-                }
-            } catch {
-                fatalError("deferred request/reply failed: \(error)")
-            }
-            return recorder
-        }
-    }
+    func measure(_ count: Int) -> LatencyHistogram { timeRequests(count, to: portName, on: driver) }
 
     func finish() {
         driver.finish()

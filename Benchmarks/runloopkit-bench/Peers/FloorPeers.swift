@@ -250,10 +250,8 @@ final class FloorPingPong: LatencyContender {
 final class FloorRequestReply: LatencyContender {
     let name = "floor"
     private let context = RawZMQ.context()
-    private let driver = CommandThread()
     private let server: FloorServerThread
-    /// The driver's DEALER in its poll set; used on the driver thread only.
-    private let client: Confined<FloorPollSet>
+    private let requester: FloorRequester
 
     init() {
         let context = context
@@ -264,7 +262,30 @@ final class FloorRequestReply: LatencyContender {
                 RawZMQ.sendReady(router, body, size)
             })
         }
+        requester = FloorRequester(context, connect: endpoint)
+    }
+
+    func measure(_ count: Int) -> LatencyHistogram { requester.measure(count) }
+
+    func finish() {
+        requester.finish { server.join() }
+        RawZMQ.terminate(context)
+    }
+}
+
+/// The requester of `request-reply`'s and `request-reply-deferred`'s floors: a DEALER on
+/// a driver thread sends a 64-byte request and sleeps in epoll on the DEALER until the
+/// reply is there.
+final class FloorRequester: Sendable {
+    private let driver: CommandThread
+    /// The DEALER in its poll set; used on the driver thread only.
+    private let client: Confined<FloorPollSet>
+
+    /// A requester connected to the ROUTER bound at `endpoint`.
+    init(_ context: ZMQHandle, connect endpoint: String) {
+        let driver = CommandThread()
         client = Confined(driver.run { FloorPollSet(watching: RawZMQ.floorDealer(context, connect: endpoint)) })
+        self.driver = driver
     }
 
     func measure(_ count: Int) -> LatencyHistogram {
@@ -286,19 +307,19 @@ final class FloorRequestReply: LatencyContender {
         }
     }
 
-    func finish() {
+    /// Sends the empty request that ends the server, waits for it (`join`), and closes.
+    func finish(joining join: () -> Void) {
         let client = client
         driver.run {
             var empty: UInt8 = 0
             RawZMQ.sendReady(client.value.socket, &empty, 0)
         }
-        server.join()
+        join()
         driver.run {
             RawZMQ.close(client.value.socket)
             client.value.close()
         }
         driver.finish()
-        RawZMQ.terminate(context)
     }
 }
 
@@ -412,11 +433,9 @@ final class FloorThroughput: RateContender {
 final class FloorDeferredRequestReply: LatencyContender {
     let name = "floor"
     private let context = RawZMQ.context()
-    private let driver = CommandThread()
     private let server: JoinableThread
     private let worker: JoinableThread
-    /// The driver's DEALER in its poll set; used on the driver thread only.
-    private let client: Confined<FloorPollSet>
+    private let requester: FloorRequester
 
     init() {
         let context = context
@@ -440,7 +459,7 @@ final class FloorDeferredRequestReply: LatencyContender {
             RawZMQ.close(pair)
         }
         connected.wait()
-        client = Confined(driver.run { FloorPollSet(watching: RawZMQ.floorDealer(context, connect: endpoint)) })
+        requester = FloorRequester(context, connect: endpoint)
     }
 
     /// The server thread: requests from the ROUTER go to the PAIR, replies from the PAIR
@@ -506,38 +525,13 @@ final class FloorDeferredRequestReply: LatencyContender {
         }
     }
 
-    func measure(_ count: Int) -> LatencyHistogram {
-        let client = client
-        return driver.run {
-            let pollSet = client.value
-            var recorder = LatencyHistogram()
-            let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
-            defer { buffer.deallocate() }
-            buffer.initializeMemory(as: UInt8.self, repeating: 7, count: 64)
-            for _ in 0..<count {
-                let start = Clock.now()
-                RawZMQ.sendReady(pollSet.socket, buffer, 64)
-                pollSet.wait(for: ZMQ_POLLIN)
-                precondition(RawZMQ.receiveReady(pollSet.socket, buffer, 4096) == 64)
-                recorder.record(nanoseconds: Clock.now() &- start)
-            }
-            return recorder
-        }
-    }
+    func measure(_ count: Int) -> LatencyHistogram { requester.measure(count) }
 
     func finish() {
-        let client = client
-        driver.run {
-            var empty: UInt8 = 0
-            RawZMQ.sendReady(client.value.socket, &empty, 0)
+        requester.finish {
+            server.join()
+            worker.join()
         }
-        server.join()
-        worker.join()
-        driver.run {
-            RawZMQ.close(client.value.socket)
-            client.value.close()
-        }
-        driver.finish()
         RawZMQ.terminate(context)
     }
 }
