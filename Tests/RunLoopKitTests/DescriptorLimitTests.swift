@@ -79,8 +79,7 @@ final class DescriptorLimitTests: XCTestCase {
 
     /// Starts a child serving a port over `transport`, and plays its clients (see `serve`).
     private func expectServedAtTheLimit(transport: String, test: String) throws {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        let child = try SpawnedProcess([executable, "\(String(reflecting: type(of: self)))/\(test.dropLast(2))"],
+        let child = try SpawnedProcess(childTestArguments(self, test: test),
                                        environment: [DescriptorLimitTests.scenarioVariable: "serve \(transport)"])
         func childState() -> String { "the child's report:\n\(child.stdout)\n\(child.stderr)" }
         guard child.waitForLine("READY"),

@@ -39,24 +39,13 @@ final class PortLossSourceTests: XCTestCase {
         }
     }
 
-    /// Starts an owner of a fresh name in another process (this test binary again) and
-    /// returns it once its port is registered, with the port as another process sees it.
+    /// Starts an owner of a fresh name in another process (see `startNameOwner`) and returns
+    /// it once its port is registered, with the port as another process sees it.
     private func startOwner(file: StaticString = #filePath, line: UInt = #line) throws -> (SpawnedProcess, RemotePort) {
         let name = "loss-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        let owner = try SpawnedProcess([executable, "\(String(reflecting: type(of: self)))/testAPortItsOwnerInvalidatesFiresWithPortInvalidated"],
-                                       environment: [PortLossSourceTests.ownerVariable: name])
-        XCTAssertTrue(owner.waitForLine("ready"), "the owner did not start: \(owner.stderr)", file: file, line: line)
-        let port = try RemotePort(named: name)
-        // A killed owner leaves its socket and lock files. The block captures only their
-        // paths: XCTest keeps its blocks until exit, and with them what they hold.
-        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
-        let lock = String(socket.dropLast(".sock".count)) + ".lock"
-        addTeardownBlock {
-            try? FileManager.default.removeItem(atPath: socket)
-            try? FileManager.default.removeItem(atPath: lock)
-        }
-        return (owner, port)
+        let owner = try startNameOwner(name, variable: PortLossSourceTests.ownerVariable,
+                                       test: "testAPortItsOwnerInvalidatesFiresWithPortInvalidated", file: file, line: line)
+        return (owner, try RemotePort(named: name))
     }
 
     func testAWatchedPortsOwnerKilledBySIGKILLFiresOnceWithOwnerDied() throws {

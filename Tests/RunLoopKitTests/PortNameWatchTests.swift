@@ -53,24 +53,10 @@ final class PortNameWatchTests: XCTestCase {
         "watch-\(label)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     }
 
-    /// Starts an owner of `name` in another process (this test binary again) and returns it
-    /// once its port is registered.
+    /// Starts an owner of `name` in another process (see `startNameOwner`).
     private func startOwner(of name: String, file: StaticString = #filePath, line: UInt = #line) throws -> SpawnedProcess {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        let owner = try SpawnedProcess([executable, "\(String(reflecting: type(of: self)))/testTheFirstEventIsAppearedWhenALivePortHoldsTheName"],
-                                       environment: [PortNameWatchTests.ownerVariable: name])
-        XCTAssertTrue(owner.waitForLine("ready"), "the owner did not start: \(owner.stderr)", file: file, line: line)
-        return owner
-    }
-
-    /// Removes what a killed owner leaves (its socket and lock files) once the test ends. The
-    /// block captures only paths: XCTest keeps its blocks until exit, and with them what they hold.
-    private func removeFilesAtTearDown(of name: String) throws {
-        let directory = try RuntimeDirectory.path()
-        addTeardownBlock {
-            try? FileManager.default.removeItem(atPath: "\(directory)/\(name).sock")
-            try? FileManager.default.removeItem(atPath: "\(directory)/\(name).lock")
-        }
+        try startNameOwner(name, variable: PortNameWatchTests.ownerVariable,
+                           test: "testTheFirstEventIsAppearedWhenALivePortHoldsTheName", file: file, line: line)
     }
 
     private func address(of name: String) throws -> RemotePort {
@@ -106,7 +92,7 @@ final class PortNameWatchTests: XCTestCase {
         let directory = try RuntimeDirectory.path()
         XCTAssertTrue(FileManager.default.createFile(atPath: "\(directory)/\(dead).lock", contents: Data("\(getpid())\n".utf8)))
         XCTAssertTrue(FileManager.default.createFile(atPath: "\(directory)/\(dead).sock", contents: Data()))
-        try removeFilesAtTearDown(of: dead)
+        try removeNameFilesAtTearDown(of: dead)
         let neverEvents = LockedValue<[PortNameEvent]>([]), deadEvents = LockedValue<[PortNameEvent]>([])
         let watches = [try watch(never, into: neverEvents), try watch(dead, into: deadEvents)]
         runUntil(neverEvents, count: 1)
@@ -120,7 +106,6 @@ final class PortNameWatchTests: XCTestCase {
     func testTheFirstEventIsAppearedWhenALivePortHoldsTheName() throws {
         let name = uniqueName("live")
         let owner = try startOwner(of: name)
-        try removeFilesAtTearDown(of: name)
         let events = LockedValue<[PortNameEvent]>([])
         let watch = try watch(name, into: events)
         runUntil(events, count: 1)
@@ -160,7 +145,6 @@ final class PortNameWatchTests: XCTestCase {
         let watch = try watch(name, into: events)
         runUntil(events, count: 1) // vanished: no owner yet
         let owner = try startOwner(of: name)
-        try removeFilesAtTearDown(of: name)
         runUntil(events, count: 2)
         XCTAssertEqual(kill(owner.pid, SIGUSR1), 0)
         runUntil(events, count: 3)
@@ -204,7 +188,6 @@ final class PortNameWatchTests: XCTestCase {
     func testAnOwnerThatExitsVanishesOnce() throws {
         let name = uniqueName("exit")
         let owner = try startOwner(of: name)
-        try removeFilesAtTearDown(of: name)
         let events = LockedValue<[PortNameEvent]>([])
         let watch = try watch(name, into: events)
         runUntil(events, count: 1)
@@ -218,19 +201,21 @@ final class PortNameWatchTests: XCTestCase {
         watch.invalidate()
     }
 
-    func testAnOwnerKilledBySIGKILLVanishesAndAnotherProcessTakingTheNameAppears() throws {
-        let name = uniqueName("killed")
-        let first = try startOwner(of: name)
-        try removeFilesAtTearDown(of: name)
+    /// Starts an owner of `name`, watches the name until it has appeared, and kills the owner.
+    private func watchKilledOwner(of name: String) throws
+        -> (owner: SpawnedProcess, watch: PortNameWatch, events: LockedValue<[PortNameEvent]>) {
+        let owner = try startOwner(of: name)
         let events = LockedValue<[PortNameEvent]>([])
         let watch = try watch(name, into: events)
         runUntil(events, count: 1)
-        XCTAssertEqual(kill(first.pid, SIGKILL), 0)
-        runUntil(events, count: 2)
-        XCTAssertNotNil(first.waitForExit())
-        // The dead owner's files are still there: only its pidfd told.
-        XCTAssertTrue(FileManager.default.fileExists(atPath: "\(try RuntimeDirectory.path())/\(name).lock"))
-        let second = try startOwner(of: name)
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        return (owner, watch, events)
+    }
+
+    /// After `second` took `name` from a killed owner: the watch reported appeared, vanished,
+    /// appeared, and nothing more. Ends the watch and `second`.
+    private func expectTakenOver(_ name: String, by second: SpawnedProcess, watch: PortNameWatch,
+                                 events: LockedValue<[PortNameEvent]>) throws {
         runUntil(events, count: 3)
         runALittleMore()
         let port = try address(of: name)
@@ -240,26 +225,26 @@ final class PortNameWatchTests: XCTestCase {
         XCTAssertNotNil(second.waitForExit())
     }
 
+    func testAnOwnerKilledBySIGKILLVanishesAndAnotherProcessTakingTheNameAppears() throws {
+        let name = uniqueName("killed")
+        let (first, watch, events) = try watchKilledOwner(of: name)
+        runUntil(events, count: 2)
+        XCTAssertNotNil(first.waitForExit())
+        // The dead owner's files are still there: only its pidfd told.
+        XCTAssertTrue(FileManager.default.fileExists(atPath: "\(try RuntimeDirectory.path())/\(name).lock"))
+        let second = try startOwner(of: name)
+        try expectTakenOver(name, by: second, watch: watch, events: events)
+    }
+
     func testATakeoverByAnotherProcessBeforeTheLoopLooksIsVanishedThenAppeared() throws {
         // The first owner is killed and a second process takes the name while the watching
         // loop does not run: both are seen when it runs, the death first.
         let name = uniqueName("takeover")
-        let first = try startOwner(of: name)
-        try removeFilesAtTearDown(of: name)
-        let events = LockedValue<[PortNameEvent]>([])
-        let watch = try watch(name, into: events)
-        runUntil(events, count: 1)
-        XCTAssertEqual(kill(first.pid, SIGKILL), 0)
+        let (first, watch, events) = try watchKilledOwner(of: name)
         XCTAssertNotNil(first.waitForExit())
         let second = try startOwner(of: name)
         XCTAssertEqual(events.withLock { $0.count }, 1, "the loop did not run meanwhile")
-        runUntil(events, count: 3)
-        runALittleMore()
-        let port = try address(of: name)
-        XCTAssertEqual(events.withLock { $0 }, [.appeared(port), .vanished, .appeared(port)])
-        watch.invalidate()
-        XCTAssertEqual(kill(second.pid, SIGKILL), 0)
-        XCTAssertNotNil(second.waitForExit())
+        try expectTakenOver(name, by: second, watch: watch, events: events)
     }
 
     // MARK: - Modes, descriptors, names
@@ -287,7 +272,6 @@ final class PortNameWatchTests: XCTestCase {
     func testAnInvalidatedOrRemovedAndReleasedWatchLeavesNoDescriptor() throws {
         let name = uniqueName("descriptors")
         let owner = try startOwner(of: name)
-        try removeFilesAtTearDown(of: name)
         let loop = ThreadRunLoop.current
         // The loop's poll set first (made with its first descriptor source), so that only the
         // watches' descriptors are counted.

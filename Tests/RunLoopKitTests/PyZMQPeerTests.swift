@@ -107,8 +107,7 @@ final class PyZMQPeerTests: XCTestCase {
         guard pythonCanImportZMQ() else {
             return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
         }
-        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
+        let document = try WireDocument.text()
         let example = try XCTUnwrap(document.range(of: "## Worked example")?.upperBound, "the document has a worked example")
         let blocks = document[example...].components(separatedBy: "```python\n").dropFirst()
             .map { $0.components(separatedBy: "```").first ?? "" }

@@ -244,29 +244,16 @@ final class RequestLifecycleTests: XCTestCase {
             received.append(frames.last ?? [])
         }
         let (request, cancel) = (received[0], received[1])
-        let documented = try documentedHex(after: "its cancel's frame 0 in hex: `")
+        let documented = try WireDocument.hex(after: "its cancel's frame 0 in hex: `")
         XCTAssertEqual(documented.count, 22)
         XCTAssertEqual(request[4], 1, "a request first")
         XCTAssertEqual(Array(cancel[12..<20]), Array(request[12..<20]), "the request's own correlation id")
         XCTAssertEqual(Array(cancel[0..<12]), Array(documented[0..<12]), "kind 4, message id 11, as documented")
         XCTAssertEqual(Array(cancel[20...]), Array(documented[20...]), "no reply port, no components")
         XCTAssertEqual(cancel.count, documented.count)
-        let noReply = try documentedHex(after: "a no reply in its place, frame 0 in hex: `")
+        let noReply = try WireDocument.hex(after: "a no reply in its place, frame 0 in hex: `")
         let decoded = try WireCodec.decode([noReply])
         XCTAssertEqual(decoded, WireMessage(kind: .noReply, messageID: 11, correlationID: 0x1236))
-    }
-
-    private func documentedHex(after marker: String) throws -> [UInt8] {
-        let path = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent() // RunLoopKitTests
-            .deletingLastPathComponent() // Tests
-            .deletingLastPathComponent() // the package
-            .appendingPathComponent("docs/wire-format.md").path
-        let document = try String(contentsOfFile: path, encoding: .utf8)
-        let start = try XCTUnwrap(document.range(of: marker)?.upperBound, "the document shows \(marker)")
-        return try document[start...].prefix { $0 != "`" }.split(separator: " ").map {
-            try XCTUnwrap(UInt8($0, radix: 16), "not a hex byte after \(marker): \($0)")
-        }
     }
 
     // MARK: - A peer gone

@@ -142,9 +142,7 @@ final class SoakTests: XCTestCase {
             // test), so that its descriptor count starts from its own: in the suite's process,
             // what earlier tests left was still closing when the count was taken (179 before
             // the churn, 140 after, in one run), which hid as many new ones.
-            let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-            let run = try runCapturing([executable, "\(String(reflecting: Self.self))/\(#function.dropLast(2))"],
-                                       environment: [Self.childVariable: "1"])
+            let run = try runCapturing(childTestArguments(self, test: #function), environment: [Self.childVariable: "1"])
             XCTAssertEqual(run.exitStatus, 0, "the soak's run:\n\(run.stdout)\n\(run.stderr)")
             for line in run.stdout.split(separator: "\n") where line.hasPrefix("soak:") { print(line) }
             return

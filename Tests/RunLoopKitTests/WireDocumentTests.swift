@@ -12,19 +12,6 @@ import XCTest
 final class WireDocumentTests: XCTestCase {
     private var loop: ThreadRunLoop { ThreadRunLoop.current }
 
-    private func documentedHex(after marker: String) throws -> [UInt8] {
-        let path = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent() // RunLoopKitTests
-            .deletingLastPathComponent() // Tests
-            .deletingLastPathComponent() // the package
-            .appendingPathComponent("docs/wire-format.md").path
-        let document = try String(contentsOfFile: path, encoding: .utf8)
-        let start = try XCTUnwrap(document.range(of: marker)?.upperBound, "the document shows \(marker)")
-        return try document[start...].prefix { $0 != "`" }.split(separator: " ").map {
-            try XCTUnwrap(UInt8($0, radix: 16), "not a hex byte after \(marker): \($0)")
-        }
-    }
-
     func testTheFrameCapCountsTheRoutingIdAndAMessageOverItIsAFailedReceiveNotAMalformedOne() throws {
         let mode = LoopMode("frame-cap-\(UInt32.random(in: 0...UInt32.max))")
         var delivered: [Int32] = []
@@ -58,10 +45,10 @@ final class WireDocumentTests: XCTestCase {
         let raw = try ZMQSocket(type: .dealer)
         defer { raw.close() }
         try raw.connect(port.inProcessAddress.rawValue)
-        XCTAssertTrue(try raw.send([try documentedHex(after: "the empty request's frame 0 in hex: `")], dontWait: false))
+        XCTAssertTrue(try raw.send([try WireDocument.hex(after: "the empty request's frame 0 in hex: `")], dontWait: false))
         XCTAssertTrue(runCurrentLoop { handled == 1 })
         XCTAssertEqual(try raw.poll(for: .pollIn, timeout: .seconds(10)), .pollIn, "the reply is sent as the handler returns")
-        XCTAssertEqual(try raw.receive(dontWait: true), [try documentedHex(after: "its reply's frame 0 in hex: `")])
+        XCTAssertEqual(try raw.receive(dontWait: true), [try WireDocument.hex(after: "its reply's frame 0 in hex: `")])
     }
 
     func testANamesLockIsAnExclusiveLockOnTheWholeFileThatFGetlkAndFOFDGetlkSee() throws {

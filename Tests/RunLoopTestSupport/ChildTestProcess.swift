@@ -38,15 +38,21 @@ package func runCapturing(_ arguments: [String], environment: [String: String] =
 @discardableResult
 package func expectPassingChild(_ testCase: XCTestCase, test: String, variable: String, scenario: String,
                                 file: StaticString = #filePath, line: UInt = #line) throws -> String {
-    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-    let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
-    // "Module.Class/method": the test binary holds every test target.
-    let run = try runCapturing([executable, "\(String(reflecting: type(of: testCase)))/\(name)"],
-                               environment: [variable: scenario], file: file, line: line)
+    let run = try runCapturing(childTestArguments(testCase, test: test), environment: [variable: scenario],
+                               file: file, line: line)
     XCTAssertNil(run.signal, "the child was killed by a signal (a trap or an abort):\n\(run.stdout)\n\(run.stderr)",
                  file: file, line: line)
     XCTAssertEqual(run.exitStatus, 0, "the child's report:\n\(run.stdout)", file: file, line: line)
     return run.stdout
+}
+
+/// The arguments that run this test binary again filtered to `test` (`#function` or its
+/// name) of `testCase`'s class: a child process for a scenario (`childScenario`).
+package func childTestArguments(_ testCase: XCTestCase, test: String) -> [String] {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
+    // "Module.Class/method": the test binary holds every test target.
+    return [executable, "\(String(reflecting: type(of: testCase)))/\(name)"]
 }
 
 /// In the child of `expectPassingChild`: the scenario to run, or nil in the parent.
