@@ -12,30 +12,15 @@ import XCTest
 final class PortLossSourceTests: XCTestCase {
     private static let ownerVariable = "RUNLOOPKIT_PORT_LOSS_OWNER"
 
+    /// In the owner process (`startOwner`): SIGUSR1 invalidates the port ("invalidated").
     override func setUp() {
         super.setUp()
-        guard let name = childScenario(PortLossSourceTests.ownerVariable) else { return }
-        endChild { PortLossSourceTests.serveOwner(name) }
-    }
-
-    /// In the owner process: holds `name` on this thread's loop, invalidates the port on
-    /// SIGUSR1 (printing "invalidated"), prints "ready", and runs until it is killed.
-    private static func serveOwner(_ name: String) -> Bool {
-        do {
-            let loop = ThreadRunLoop.current
-            let port = try LocalPort(name: name)
-            loop.add(port, to: .default)
-            let signals = try SignalSource(.user1) { _ in
+        serveNameOwnerInChild(PortLossSourceTests.ownerVariable) { _, port in
+            [try SignalSource(.user1) { _ in
                 port.invalidate()
                 print("invalidated")
                 fflush(nil)
-            }
-            loop.add(signals, to: .default)
-            print("ready")
-            fflush(nil)
-            while true { _ = loop.run(mode: .default, before: .distantFuture) }
-        } catch {
-            return childReport(false, "the owner could not serve '\(name)': \(error)")
+            }]
         }
     }
 

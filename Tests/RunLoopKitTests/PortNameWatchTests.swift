@@ -12,21 +12,14 @@ import XCTest
 final class PortNameWatchTests: XCTestCase {
     private static let ownerVariable = "RUNLOOPKIT_NAME_WATCH_OWNER"
 
+    /// In the owner process (`startOwner`): SIGUSR1 invalidates the port ("invalidated"),
+    /// or registers the name again if it is invalid ("registered"); SIGUSR2 exits normally
+    /// (`exit`, which gives the name back).
     override func setUp() {
         super.setUp()
-        guard let name = childScenario(PortNameWatchTests.ownerVariable) else { return }
-        endChild { PortNameWatchTests.serveOwner(name) }
-    }
-
-    /// In the owner process: holds `name` on this thread's loop and prints "ready". SIGUSR1
-    /// invalidates the port ("invalidated"), or registers the name again if it is invalid
-    /// ("registered"); SIGUSR2 exits normally (`exit`, which gives the name back). Runs until
-    /// it is killed.
-    private static func serveOwner(_ name: String) -> Bool {
-        do {
+        serveNameOwnerInChild(PortNameWatchTests.ownerVariable) { name, first in
+            var port = first
             let loop = ThreadRunLoop.current
-            var port = try LocalPort(name: name)
-            loop.add(port, to: .default)
             let toggle = try SignalSource(.user1) { _ in
                 if port.isValid {
                     port.invalidate()
@@ -38,14 +31,7 @@ final class PortNameWatchTests: XCTestCase {
                 }
                 fflush(nil)
             }
-            let exitNow = try SignalSource(.user2) { _ in exit(0) }
-            loop.add(toggle, to: .default)
-            loop.add(exitNow, to: .default)
-            print("ready")
-            fflush(nil)
-            while true { _ = loop.run(mode: .default, before: .distantFuture) }
-        } catch {
-            return childReport(false, "the owner could not serve '\(name)': \(error)")
+            return [toggle, try SignalSource(.user2) { _ in exit(0) }]
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import RunLoopSystem
 @testable import RunLoopKit
 import RunLoopTestSupport
 import XCTest
@@ -25,6 +26,29 @@ extension XCTestCase {
         addTeardownBlock {
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).sock")
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).lock")
+        }
+    }
+}
+
+/// In `setUp`: when this process is a name owner that `startNameOwner` started (the
+/// environment names the port in `variable`), holds that name on this thread's loop with
+/// the signal sources `signals` makes for its port, prints "ready", and runs until it is
+/// killed (or ends the process with a failed report if it could not start). In the
+/// test's own process, returns at once.
+func serveNameOwnerInChild(_ variable: String,
+                           signals: @escaping @Sendable (_ name: String, LocalPort) throws -> [SignalSource]) {
+    guard let name = childScenario(variable) else { return }
+    endChild {
+        do {
+            let loop = ThreadRunLoop.current
+            let port = try LocalPort(name: name)
+            loop.add(port, to: .default)
+            for source in try signals(name, port) { loop.add(source, to: .default) }
+            print("ready")
+            fflush(nil)
+            while true { _ = loop.run(mode: .default, before: .distantFuture) }
+        } catch {
+            return childReport(false, "the owner could not serve '\(name)': \(error)")
         }
     }
 }
