@@ -46,4 +46,10 @@ final class LatencyHistogramTests: XCTestCase {
         XCTAssertEqual(median([4, 1, 3, 2]), 2.5)
         XCTAssertTrue(median([]).isNaN)
     }
+
+    func testTheMedianOfClockReadingsIsTheirValueInNanoseconds() {
+        XCTAssertEqual(median(nanoseconds: [50_000, 30_000, 40_000]), 40_000)
+        XCTAssertEqual(median(nanoseconds: [1_000, 2_000]), 1_500)
+        XCTAssertTrue(median(nanoseconds: []).isNaN)
+    }
 }

@@ -52,3 +52,10 @@ package func median(_ values: [Double]) -> Double {
     let middle = sorted.count / 2
     return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
 }
+
+/// The median of `values`, nanoseconds read by a clock, as `median(_:)` takes it. Each is
+/// converted by value (`Double(_:)`): `values.map(Double.init)` would pick
+/// `Double(bitPattern:)` and give denormals near zero.
+package func median(nanoseconds values: [UInt64]) -> Double {
+    median(values.map { Double($0) })
+}

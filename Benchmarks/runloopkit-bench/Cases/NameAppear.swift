@@ -135,7 +135,7 @@ final class NameOwnerProcess: @unchecked Sendable {
     var medianRegistration: Double {
         lock.lock()
         defer { lock.unlock() }
-        return median(registrations.map(Double.init))
+        return median(nanoseconds: registrations)
     }
 
     func finish() {
@@ -153,9 +153,9 @@ final class RunLoopKitNameAppear: LatencyContender {
     init(owner: NameOwnerProcess) { self.owner = owner }
 
     /// The watcher thread's CPU from the command to register to the handler, ns (median).
-    var cpuPerAppearance: Double { median(appearanceCPU.map(Double.init)) }
+    var cpuPerAppearance: Double { median(nanoseconds: appearanceCPU) }
     /// The watcher thread's CPU to make a watch, add it and report its first state, ns (median).
-    var cpuPerWatch: Double { median(watchCPU.map(Double.init)) }
+    var cpuPerWatch: Double { median(nanoseconds: watchCPU) }
 
     /// `CLOCK_THREAD_CPUTIME_ID`, ns: exact to the call, where `getrusage` lags the scheduler's accounting.
     private static func threadCPU() -> UInt64 {
