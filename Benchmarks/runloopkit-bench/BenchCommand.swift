@@ -43,19 +43,22 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "paired: the two threads of a latency pair share CPU 0, a stream's sender and receiver get CPUs 0 and 1 (stable ratios); free: the scheduler places every thread.")
     var placement: Placement.Mode = .paired
 
-    // The child process of port-pingpong-processes, peer-death or name-appear (this executable started again).
+    // The child process of port-pingpong-processes, port-throughput-processes, peer-death or
+    // name-appear (this executable started again).
     @Option(help: .hidden) var child: String?
     @Option(help: .hidden) var childPort: String?
     @Option(help: .hidden) var parentPort: String?
     @Option(help: .hidden) var endpoint: String?
     @Option(help: .hidden) var cpu: Int?
+    @Option(help: .hidden) var ringSocket: String?
 
     func validate() throws {
         guard repeats >= 1 else { throw ValidationError("--repeat needs a count of at least 1") }
         for name in cases where !Catalog.names.contains(name) {
             throw ValidationError("unknown case '\(name)'; the cases: \(Catalog.names.joined(separator: ", "))")
         }
-        if let child, ![ProcessPingPongCase.childRole, PeerDeathCase.childRole, NameAppearCase.childRole].contains(child) {
+        if let child, ![ProcessPingPongCase.childRole, ProcessThroughputCase.childRole, PeerDeathCase.childRole,
+                          NameAppearCase.childRole].contains(child) {
             throw ValidationError("unknown child role '\(child)'")
         }
     }
@@ -65,6 +68,13 @@ struct BenchCommand: ParsableCommand {
         if child == PeerDeathCase.childRole {
             guard let childPort else { throw ValidationError("--child \(PeerDeathCase.childRole) needs --child-port") }
             PeerDeathCase.serveAsChild(name: childPort)
+        }
+        if child == ProcessThroughputCase.childRole {
+            guard let childPort, let endpoint, let ringSocket else {
+                throw ValidationError("--child \(ProcessThroughputCase.childRole) needs --child-port, --endpoint and --ring-socket")
+            }
+            if let cpu { Placement.pinCurrentThread(to: cpu) } // before any thread exists: all inherit it
+            ProcessThroughputCase.serveAsChild(childPort: childPort, endpoint: endpoint, ringPath: ringSocket)
         }
         if child != nil {
             guard let childPort, let parentPort, let endpoint else {

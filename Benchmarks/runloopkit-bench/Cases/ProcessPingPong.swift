@@ -87,6 +87,26 @@ final class ChildProcess {
 
     var pid: pid_t { process.processIdentifier }
 
+    /// Writes `line` and a newline to the child's standard input.
+    func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    /// The next line the child writes on its standard output, without its newline (read a
+    /// byte at a time: nothing after the line is taken from the pipe).
+    func readLine() -> String {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        let descriptor = output.fileHandleForReading.fileDescriptor
+        while true {
+            let count = read(descriptor, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count == 1 else { fatalError("the child process closed its output") }
+            if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+    }
+
     /// Closes the child's input and waits for it to exit.
     func finish() {
         try? input.fileHandleForWriting.close()

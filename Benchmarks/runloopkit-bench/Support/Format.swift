@@ -7,6 +7,7 @@ enum Format {
         guard value.isFinite else { return "—" }
         let magnitude = abs(value)
         let decimals = magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : magnitude >= 1 ? 2 : 3
+        if magnitude >= 1_000_000_000 { return String(format: "%.3gG", value / 1_000_000_000) }
         if magnitude >= 1_000_000 { return String(format: "%.3gM", value / 1_000_000) }
         return String(format: "%.\(decimals)f", value)
     }
