@@ -48,13 +48,13 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         }
     }
 
-    /// After a cancellation: stops waiting for the request's reply (a reply that still comes
-    /// is dropped as late), invalidates its timer and tells the port, with a cancel on the
-    /// connection the request went out on, that it was given up.
-    func forget(_ exchange: RequestExchange) {
+    /// After the cancellation of a request sent as `id`: stops waiting for its reply (a
+    /// reply that still comes is dropped as late), invalidates its timer and tells the port,
+    /// with a cancel on the connection the request went out on, that it was given up.
+    func forget(_ exchange: RequestExchange, correlationID id: UInt64) {
         _ = try? worker.perform { [self] in
-            // Not sent (never will be), or settled already by its reply or its timeout.
-            guard let id = exchange.correlationID, inFlight.removeValue(forKey: id) != nil else { return }
+            // Settled already by its reply or its timeout.
+            guard inFlight.removeValue(forKey: id) != nil else { return }
             exchange.timer?.invalidate()
             exchange.connection?.replySettled()
             exchange.connection?.sendCancel(correlationID: id, messageID: exchange.message.id)
@@ -82,12 +82,11 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
             return
         }
         // Cancelled while sending: nothing waits, and its reply will be dropped as late.
-        guard !exchange.isFinished else {
+        guard exchange.sent(as: id) else {
             connection.replySettled()
             connection.sendCancel(correlationID: id, messageID: exchange.message.id)
             return
         }
-        exchange.correlationID = id
         exchange.connection = connection
         inFlight[id] = exchange
         let timer = LoopTimer(after: exchange.receiveTimeout) { [unowned self] _ in
