@@ -23,8 +23,9 @@ import Glibc
     @inlinable package func lock() { pthread_mutex_lock(mutex) }
     @inlinable package func unlock() { pthread_mutex_unlock(mutex) }
 
+    /// Runs `body` holding the lock; throws what `body` throws, typed.
     @inlinable @inline(__always)
-    package func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    package func withLock<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
         lock()
         defer { unlock() }
         return try body()
@@ -39,7 +40,7 @@ import Glibc
     package init(_ value: Value) { self.value = value }
 
     @inlinable @inline(__always)
-    package func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        try lock.withLock { try body(&value) }
+    package func withLock<T, Failure: Error>(_ body: (inout Value) throws(Failure) -> T) throws(Failure) -> T {
+        try lock.withLock { () throws(Failure) -> T in try body(&value) }
     }
 }

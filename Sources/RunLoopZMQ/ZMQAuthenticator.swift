@@ -57,18 +57,13 @@ package final class ZMQAuthenticator: Sendable {
     /// Throws if the thread cannot start or the endpoint cannot be bound (another ZAP
     /// handler in this process holds it); a later call tries again.
     package static func shared() throws(SystemCallError) -> ZMQAuthenticator {
-        let result = started.withLock { current -> Result<ZMQAuthenticator, SystemCallError> in
-            if let current { return .success(current) }
+        try started.withLock { current throws(SystemCallError) -> ZMQAuthenticator in
+            if let current { return current }
             let authenticator = ZMQAuthenticator()
-            do throws(SystemCallError) {
-                try authenticator.start()
-            } catch {
-                return .failure(error)
-            }
+            try authenticator.start()
             current = authenticator
-            return .success(authenticator)
+            return authenticator
         }
-        return try result.get()
     }
 
     /// Routes requests for `domain` to `policy` (replacing any before). Any thread.

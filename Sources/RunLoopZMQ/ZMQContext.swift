@@ -19,14 +19,12 @@ package final class ZMQContext: @unchecked Sendable {
     /// the descriptor limit) while it cannot be made; a later call tries again.
     package static var shared: ZMQContext {
         get throws(SystemCallError) {
-            try sharedContext.withLock { context -> Result<ZMQContext, SystemCallError> in
-                if let context { return .success(context) }
-                return Result { () throws(SystemCallError) in
-                    let made = try ZMQContext(maxSockets: 65536)
-                    context = made
-                    return made
-                }
-            }.get()
+            try sharedContext.withLock { context throws(SystemCallError) -> ZMQContext in
+                if let context { return context }
+                let made = try ZMQContext(maxSockets: 65536)
+                context = made
+                return made
+            }
         }
     }
 

@@ -44,19 +44,13 @@ final class PortRefusalLog: Sendable {
     /// The process's refusal log, its thread started by the first call (by the first port
     /// with an allow-list); a later call tries again if the thread could not start.
     static func shared() throws(SystemCallError) -> PortRefusalLog {
-        let result = started.withLock { current -> Result<PortRefusalLog, SystemCallError> in
-            if let current { return .success(current) }
+        try started.withLock { current throws(SystemCallError) -> PortRefusalLog in
+            if let current { return current }
             let log = PortRefusalLog()
-            do throws(SystemCallError) {
-                let thread = try NativeThread.start(name: "runloopkit.log") { log.write() }
-                thread.detach()
-            } catch {
-                return .failure(error)
-            }
+            try NativeThread.start(name: "runloopkit.log") { log.write() }.detach()
             current = log
-            return .success(log)
+            return log
         }
-        return try result.get()
     }
 
     /// Notes a refusal, on the ZAP handler's thread: never logs, never waits for the writer.
