@@ -58,8 +58,11 @@ public final class ThreadRunLoop: @unchecked Sendable {
     /// its outer one's), until run: still cancellable. Protected by queueLock.
     var performBatches: [PerformRequest] = []
     var controlQueue: [ControlAction] = [] // protected by queueLock
-    /// Entries in `performQueue` and `controlQueue`, so that an empty queue costs no lock.
+    /// Entries in `performQueue`, so that an empty queue costs no lock.
     let queuedCount = Atomic<Int>(0)
+    /// Entries in `controlQueue`, counted apart from `queuedCount`: a pass that finds a
+    /// perform request queued looks at the control queue only if it holds something too.
+    let queuedControlCount = Atomic<Int>(0)
 
     /// Set by `stop()`, consumed by the innermost run. Atomic.
     let stopRequested = Atomic<Bool>(false)
@@ -178,7 +181,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
         let accepted = queueLock.withLock {
             guard lifecycle == .open else { return false }
             controlQueue.append(action)
-            queuedCount.add(1, ordering: .releasing)
+            queuedControlCount.add(1, ordering: .releasing)
             return true
         }
         if accepted { wakeUp() }
@@ -188,7 +191,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
     /// Runs the cross-thread actions queued since the last pass. Loop thread.
     @inline(__always)
     func runControlActions() {
-        guard queuedCount.load(ordering: .acquiring) > 0 else { return }
+        guard queuedControlCount.load(ordering: .acquiring) > 0 else { return }
         runControlActionsNow()
     }
 
@@ -196,7 +199,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
         let actions = queueLock.withLock {
             let taken = controlQueue
             controlQueue.removeAll()
-            queuedCount.subtract(taken.count, ordering: .releasing)
+            queuedControlCount.subtract(taken.count, ordering: .releasing)
             return taken
         }
         for action in actions { action(self) }
