@@ -19,8 +19,10 @@ public final class PerformRequest: @unchecked Sendable {
     public let modes: [LoopMode]
 
     private let lock = Lock()
-    private var currentState = State.pending // protected by lock
-    private var work: (() -> Void)? // protected by lock; dropped once run or cancelled
+    // Unchecked: under lock, each access short, on every perform; see architecture.md,
+    // exclusivity checks.
+    @exclusivity(unchecked) private var currentState = State.pending // protected by lock
+    @exclusivity(unchecked) private var work: (() -> Void)? // protected by lock; dropped once run or cancelled
     /// The one-shot timer of a delayed request; set before the request is published.
     var timer: LoopTimer?
     /// Signalled once the request is done or cancelled.
@@ -76,6 +78,13 @@ public final class PerformRequest: @unchecked Sendable {
     /// in the loop's common modes.
     func isPending(for mode: LoopMode, modeIsCommon: Bool) -> Bool {
         guard state == .pending else { return false }
-        return modes.contains { $0 == mode || (modeIsCommon && $0 == .common) }
+        return mayRun(in: mode, modeIsCommon: modeIsCommon)
+    }
+
+    /// Whether `mode` is one of the request's modes (whatever its state): its modes never
+    /// change, so this takes no lock.
+    func mayRun(in mode: LoopMode, modeIsCommon: Bool) -> Bool {
+        for requested in modes where requested == mode || (modeIsCommon && requested == .common) { return true }
+        return false
     }
 }

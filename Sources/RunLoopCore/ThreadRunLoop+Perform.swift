@@ -78,14 +78,24 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
     private func performQueuedRequestsNow(in mode: LoopMode) -> Bool {
         let batch: [PerformRequest] = queueLock.withLock {
             guard !performQueue.isEmpty else { return [] }
-            var taken: [PerformRequest] = []
+            // Once per batch, not per request; `.default` is always common (the set only grows).
+            let modeIsCommon = mode == .default || commonModes.contains(mode)
             let before = performQueue.count
-            let modeIsCommon = commonModes.contains(mode) // once per batch, not per request
-            performQueue.removeAll { request in
-                if request.state == .cancelled { return true } // dropped, not run
-                guard request.isPending(for: mode, modeIsCommon: modeIsCommon) else { return false }
-                taken.append(request)
-                return true
+            let taken: [PerformRequest]
+            if performQueue.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
+                // The usual case: every request queued may run now, so the whole queue is
+                // the batch (cancelled ones among them do not run).
+                taken = performQueue
+                performQueue = []
+            } else {
+                var some: [PerformRequest] = []
+                performQueue.removeAll { request in
+                    if request.state == .cancelled { return true } // dropped, not run
+                    guard request.isPending(for: mode, modeIsCommon: modeIsCommon) else { return false }
+                    some.append(request)
+                    return true
+                }
+                taken = some
             }
             queuedCount.subtract(before - performQueue.count, ordering: .releasing)
             performBatches.append(contentsOf: taken)

@@ -32,6 +32,8 @@ public final class ThreadRunLoop: @unchecked Sendable {
     /// The items of the mode run last: most runs are in the same mode as the one before,
     /// and a mode's items live until teardown, so this spares hashing the mode's name.
     @exclusivity(unchecked) var lastRunItems: ModeItems?
+    /// The common modes: `.default` and those added with `addCommonMode(_:)`; the set only
+    /// grows. (A perform pass relies on it: it counts `.default` as common without hashing.)
     @exclusivity(unchecked) public internal(set) var commonModes: Set<LoopMode> = [.default]
     let commonItems = ModeItems(mode: .common)
     @exclusivity(unchecked) var runStack: [LoopMode] = []
@@ -49,15 +51,17 @@ public final class ThreadRunLoop: @unchecked Sendable {
     let queueLock = Lock()
     /// Written only on the loop's thread, under queueLock (`tearDown`); read there without
     /// it (no other thread writes it), and with it from any other thread.
-    var lifecycle = Lifecycle.open
-    var performQueue: [PerformRequest] = [] // protected by queueLock
+    // Unchecked here and below: under queueLock, each access short, read on every run and
+    // perform; see architecture.md, exclusivity checks.
+    @exclusivity(unchecked) var lifecycle = Lifecycle.open
+    @exclusivity(unchecked) var performQueue: [PerformRequest] = [] // protected by queueLock
     var delayedRequests: [PerformRequest] = [] // protected by queueLock
     /// Delayed performs handed over from other threads, until scheduled. Its own lock.
     let delayedHandOver = DelayedHandOver()
     /// Requests taken from `performQueue` by the passes in progress (a nested run's after
     /// its outer one's), until run: still cancellable. Protected by queueLock.
-    var performBatches: [PerformRequest] = []
-    var controlQueue: [ControlAction] = [] // protected by queueLock
+    @exclusivity(unchecked) var performBatches: [PerformRequest] = []
+    @exclusivity(unchecked) var controlQueue: [ControlAction] = [] // protected by queueLock
     /// Entries in `performQueue`, so that an empty queue costs no lock.
     let queuedCount = Atomic<Int>(0)
     /// Entries in `controlQueue`, counted apart from `queuedCount`: a pass that finds a
