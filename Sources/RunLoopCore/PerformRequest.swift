@@ -1,5 +1,6 @@
 import RunLoopSystem
 import Dispatch
+import Synchronization
 
 /// A closure queued to run on a run loop's thread (the guide's perform-selector source),
 /// now or after a delay. Cancel it with `cancel()` while it is still pending.
@@ -18,11 +19,12 @@ public final class PerformRequest: @unchecked Sendable {
     /// The modes in which the request may run.
     public let modes: [LoopMode]
 
-    private let lock = Lock()
-    // Unchecked: under lock, each access short, on every perform; see architecture.md,
-    // exclusivity checks.
-    @exclusivity(unchecked) private var currentState = State.pending // protected by lock
-    @exclusivity(unchecked) private var work: (() -> Void)? // protected by lock; dropped once run or cancelled
+    /// `State`'s code. A request leaves `.pending` once, by the compare-exchange of `run()`
+    /// or `cancel()`: no lock (nor its two allocations) per request.
+    private let currentState = Atomic<UInt8>(Code.pending)
+    /// Set before the request is published; afterwards touched only by the one thread whose
+    /// compare-exchange took the request out of `.pending`, which drops it (run or cancelled).
+    private var work: (() -> Void)?
     /// The one-shot timer of a delayed request; set before the request is published.
     var timer: LoopTimer?
     /// Signalled once the request is done or cancelled.
@@ -34,18 +36,29 @@ public final class PerformRequest: @unchecked Sendable {
         self.work = work
     }
 
-    public var state: State { lock.withLock { currentState } }
+    public var state: State {
+        switch currentState.load(ordering: .acquiring) {
+        case Code.pending: .pending
+        case Code.running: .running
+        case Code.done: .done
+        default: .cancelled
+        }
+    }
+
+    private enum Code {
+        static let pending: UInt8 = 0, running: UInt8 = 1, done: UInt8 = 2, cancelled: UInt8 = 3
+    }
+
+    /// Takes the request out of `.pending` into `next`; false if it had already left it.
+    private func leavePending(for next: UInt8) -> Bool {
+        currentState.compareExchange(expected: Code.pending, desired: next, ordering: .acquiringAndReleasing).exchanged
+    }
 
     /// Cancels the request if it has not started; returns whether it was cancelled by this call.
     @discardableResult
     public func cancel() -> Bool {
-        let cancelled = lock.withLock {
-            guard currentState == .pending else { return false }
-            currentState = .cancelled
-            work = nil
-            return true
-        }
-        guard cancelled else { return false }
+        guard leavePending(for: Code.cancelled) else { return false }
+        work = nil
         timer?.invalidate()
         finished.signal()
         return true
@@ -53,15 +66,11 @@ public final class PerformRequest: @unchecked Sendable {
 
     /// Runs the work if still pending. Loop thread.
     package func run() -> Bool {
-        let taken: (() -> Void)? = lock.withLock {
-            guard currentState == .pending else { return nil }
-            currentState = .running
-            defer { work = nil }
-            return work
-        }
-        guard let taken else { return false }
-        taken()
-        lock.withLock { currentState = .done }
+        guard leavePending(for: Code.running) else { return false }
+        let taken = work
+        work = nil
+        taken?()
+        currentState.store(Code.done, ordering: .releasing)
         finished.signal()
         return true
     }
@@ -82,7 +91,7 @@ public final class PerformRequest: @unchecked Sendable {
     }
 
     /// Whether `mode` is one of the request's modes (whatever its state): its modes never
-    /// change, so this takes no lock.
+    /// change, so this reads no state.
     func mayRun(in mode: LoopMode, modeIsCommon: Bool) -> Bool {
         for requested in modes where requested == mode || (modeIsCommon && requested == .common) { return true }
         return false
