@@ -16,8 +16,13 @@ final class PortDirectory: @unchecked Sendable {
     private let lock = Lock()
     private var names: [String: PortAddress] = [:] // name → inproc address; protected by lock
     private var aliases: [PortAddress: PortAddress] = [:] // ipc/tcp → inproc; protected by lock
-    /// The inproc addresses of this process's open ports; protected by lock.
-    private var live: Set<PortAddress> = []
+    /// This process's open ports, by inproc address; protected by lock.
+    private var live: [PortAddress: OpenPort] = [:]
+
+    /// An open port, not kept alive by the directory.
+    private struct OpenPort {
+        weak var port: LocalPort?
+    }
     /// The files of the names this process holds, removed at a normal exit (see
     /// `removeNamesAtExit`); protected by lock.
     private var heldFiles: [String: (socket: String, lock: String)] = [:]
@@ -96,19 +101,25 @@ final class PortDirectory: @unchecked Sendable {
         registration.nameLock.release()
     }
 
-    /// Marks an inproc address as served by an open port.
-    func opened(_ inProcess: PortAddress) {
-        lock.withLock { _ = live.insert(inProcess) }
+    /// Marks an inproc address as served by `port`, open.
+    func opened(_ inProcess: PortAddress, by port: LocalPort) {
+        lock.withLock { live[inProcess] = OpenPort(port: port) }
     }
 
     /// Marks an inproc address as closed; called before the port's socket closes, so that
     /// no sender connects to it afterwards.
     func closing(_ inProcess: PortAddress) {
-        lock.withLock { _ = live.remove(inProcess) }
+        lock.withLock { live[inProcess] = nil }
     }
 
     func isOpen(_ inProcess: PortAddress) -> Bool {
-        lock.withLock { live.contains(inProcess) }
+        lock.withLock { live[inProcess] != nil }
+    }
+
+    /// An in-process connection to the port at `inProcess`, known to it as `routingID`,
+    /// closed: the port, if still open, is told (`LocalPort.inProcessRequesterGone`). Any thread.
+    func requesterClosed(_ routingID: RoutingID, connectedTo inProcess: PortAddress) {
+        lock.withLock { live[inProcess]?.port }?.inProcessRequesterGone(routingID)
     }
 
     /// Connects `socket` to an inproc port only while it is open. libzmq lets a socket
@@ -117,7 +128,7 @@ final class PortDirectory: @unchecked Sendable {
     func connect(_ socket: ZMQSocket, toOpen inProcess: PortAddress) throws(PortError) {
         lock.lock()
         defer { lock.unlock() }
-        guard live.contains(inProcess) else { throw .remoteInvalid(inProcess) }
+        guard live[inProcess] != nil else { throw .remoteInvalid(inProcess) }
         do { try socket.connect(inProcess.rawValue) } catch { throw .system(error) }
     }
 

@@ -101,6 +101,10 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// last one read; the receive path's alone.
     @exclusivity(unchecked) var readsSourceDescriptor = false
     @exclusivity(unchecked) var lastSourceDescriptor: Int32?
+    /// In-process requesters' connections closed while the port may still hold requests of
+    /// theirs that it has not read (`inProcessRequesterGone`): such a request is delivered
+    /// cancelled. Forgotten once the port has read everything queued. Owner thread only.
+    @exclusivity(unchecked) var goneInProcessRequesters: Set<RoutingID> = []
     /// Reports which of the port's ipc and tcp connections went, once a request kept with
     /// its right came in on one; released before the socket closes. Owner thread only.
     @exclusivity(unchecked) var clientWatch: ZMQDisconnectMonitor?
@@ -167,7 +171,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         } catch {
             throw .system(error)
         }
-        PortDirectory.shared.opened(inProcessAddress)
+        PortDirectory.shared.opened(inProcessAddress, by: self)
         let loop = ThreadRunLoop.current
         ownerLoop = loop
         loop.adopt(self)

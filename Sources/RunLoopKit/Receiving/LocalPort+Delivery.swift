@@ -10,7 +10,12 @@ extension LocalPort: PortBasedSource, WireReceiver {
         // Asking for the events ran the socket's commands, a requester's connection's end
         // among them: its monitor has the news by then (`ZMQDisconnectMonitor`).
         if outstandingRequests.count > 0, clientWatch != nil { cancelRequestsOfGoneClients() }
-        return events.contains(.pollIn)
+        guard events.contains(.pollIn) else {
+            // Everything queued was read: no request of a gone in-process requester is left.
+            if !goneInProcessRequesters.isEmpty { goneInProcessRequesters.removeAll() }
+            return false
+        }
+        return true
     }
 
     /// A ROUTER that binds: what a peer sent before hanging up stays until it is read.
@@ -22,17 +27,25 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
         guard socket.isOpen else { return .empty }
-        if let borrowingHandler { return deliverInPlace(from: socket, to: borrowingHandler) }
-        // The frames are given back before the handler runs: it may receive again (a nested run).
-        let delivery = receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
-            try decodeIncoming(frames, from: socket)
-        }, deliver: { envelope in
-            deliver(envelope)
-            return .delivered
-        })
+        let delivery: PortDelivery
+        if let borrowingHandler {
+            delivery = deliverInPlace(from: socket, to: borrowingHandler)
+        } else {
+            // The frames are given back before the handler runs: it may receive again (a nested run).
+            delivery = receiveOne(from: socket, decode: { (frames) throws(WireFormatError) in
+                try decodeIncoming(frames, from: socket)
+            }, deliver: { envelope in
+                deliver(envelope)
+                return .delivered
+            })
+        }
         // Drained: the receive ran the socket's commands, a requester's connection's end
         // among them, whose monitor event came first (`ZMQDisconnectMonitor`).
-        if case .empty = delivery, outstandingRequests.count > 0 { cancelRequestsOfGoneClients() }
+        if case .empty = delivery {
+            if outstandingRequests.count > 0 { cancelRequestsOfGoneClients() }
+            // Everything queued was read: no request of a gone in-process requester is left.
+            if !goneInProcessRequesters.isEmpty { goneInProcessRequesters.removeAll() }
+        }
         return delivery
     }
 

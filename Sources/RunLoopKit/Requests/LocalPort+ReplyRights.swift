@@ -26,6 +26,10 @@ extension LocalPort {
         }
         outstandingRequests.insert(request)
         statistics.rightGiven()
+        // From an in-process requester gone since it sent it: its right is born cancelled.
+        if !goneInProcessRequesters.isEmpty, goneInProcessRequesters.contains(returnPath.routingID) {
+            cancel(outstandingRequests.take(correlationID, from: returnPath.routingID).map { [$0] } ?? [])
+        }
         do {
             try handler(message, ReplyRight(request))
             request.handlerEnded(throwing: nil)
@@ -71,6 +75,29 @@ extension LocalPort {
         while let descriptor = try? clientWatch.nextDisconnected() {
             cancel(outstandingRequests.takeAll(onDescriptor: descriptor))
         }
+    }
+
+    /// An in-process requester's connection (`routingID`) closed: its thread exited, or
+    /// closed it. Its requests outstanding are cancelled, and those still queued are
+    /// delivered cancelled, as over ipc and tcp the connection's end cancels them
+    /// (`watchClients`), which libzmq does not report for inproc. Handed to the owner loop
+    /// (in its next pass, whatever its mode); neither side waits. Any thread.
+    func inProcessRequesterGone(_ routingID: RoutingID) {
+        if isOwnerThread { return requesterGone(routingID) }
+        _ = ownerLoop?.runOnOwnerThread { [self] _ in requesterGone(routingID) }
+        // Not queued: the owner thread is gone, and the port closed with it.
+    }
+
+    /// `inProcessRequesterGone` on the owner thread.
+    private func requesterGone(_ routingID: RoutingID) {
+        guard socket.isOpen else { return }
+        if outstandingRequests.count > 0 { cancel(outstandingRequests.takeAll(from: routingID)) }
+        // Its requests not read yet: everything it sent was queued before it closed, so
+        // once the socket has nothing queued, none is left. Asking runs the socket's
+        // commands, which may take its descriptor's signal: the loop asks again.
+        guard let events = try? socket.events, events.contains(.pollIn) else { return }
+        goneInProcessRequesters.insert(routingID)
+        if let loop = ownerLoop, !loop.isTornDown, loop.isOwnerThread { loop.sentOnPortSource(self) }
     }
 
     /// Cancels requests whose requester is gone (or gave them up).

@@ -69,6 +69,12 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// The reply port of the last message that came back with one (replies carry none, so
     /// this stays empty but for a peer that sends one): see `ReplyAddressCache`.
     @exclusivity(unchecked) private var replyAddresses = ReplyAddressCache()
+    /// For a connection to a port of this process (inproc): the routing id it gives itself,
+    /// by which the port knows it, so that its end can be told to the port (`closed()`).
+    let inProcessRoutingID: RoutingID?
+    /// Whether a request ever went out on it (set with the first request of each route, off
+    /// the request's way): a port may then hold reply rights for it.
+    private var carriedRequests = false
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)
@@ -79,8 +85,12 @@ final class PortConnection: PortBasedSource, WireReceiver {
         self.state = state
         lastUsed = .now()
         nameLockPath = PortConnection.nameLockPath(of: target)
+        let routingID = target.isInProcess ? PortConnection.nextInProcessRoutingID() : nil
+        inProcessRoutingID = routingID
         do {
-            socket = try ZMQSocket(type: .dealer)
+            let socket = try ZMQSocket(type: .dealer)
+            self.socket = socket
+            if let routingID { try socket.setOption(.routingID, routingID.withUnsafeBytes { [UInt8]($0) }) }
             try socket.setOption(.immediate, true)
             try socket.setOption(.sendHighWaterMark, ThreadPortState.sendHighWaterMark)
             try socket.setOption(.maxMessageSize, Int64(WireLimits.default.maxFrameBytes))
@@ -115,6 +125,30 @@ final class PortConnection: PortBasedSource, WireReceiver {
 
     deinit {
         monitor = nil // stops monitoring while the socket is still open
+    }
+
+    // MARK: - An in-process requester's end
+
+    /// The routing ids of in-process connections: 16 bytes, `R`, seven bytes drawn once per
+    /// process, then a serial. Never a libzmq-made id (5 bytes, a zero first), and not to be
+    /// guessed by a peer over ipc or tcp that picks its own to take one of them first.
+    private static let inProcessIDPrefix: UInt64 = 0x52 | (UInt64.random(in: 0 ... .max) << 8)
+    private static let inProcessIDSerial = Atomic<UInt64>(0)
+
+    private static func nextInProcessRoutingID() -> RoutingID {
+        let serial = inProcessIDSerial.add(1, ordering: .relaxed).newValue
+        let words = (inProcessIDPrefix.littleEndian, serial.littleEndian)
+        return withUnsafeBytes(of: words) { RoutingID($0) }
+    }
+
+    /// Its thread is done with it (the thread exits, or closes it as idle or to make room):
+    /// a connection to a port of this process that carried requests tells the port, which
+    /// cancels the requests still outstanding from it (their rights report it), as a Mach
+    /// reply port's death reaches the holders of its send-once rights. After its last send.
+    func closed() {
+        guard carriedRequests, let inProcessRoutingID else { return }
+        carriedRequests = false
+        PortDirectory.shared.requesterClosed(inProcessRoutingID, connectedTo: target)
     }
 
     // MARK: - The link to another process
@@ -232,6 +266,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
     }
 
     private func join(route: ReplyRoute) {
+        carriedRequests = true
         let mode = state.receiver(of: route).replyMode
         // A connection is its thread's, so the loop it joins is always that thread's.
         let current = loop ?? ThreadRunLoop.current

@@ -254,6 +254,7 @@ final class ThreadPortState {
 
     private func close(_ connection: PortConnection) {
         connection.leaveLoop()
+        connection.closed()
         connections[connection.destination] = nil
         if last === connection { last = nil }
     }
@@ -272,7 +273,10 @@ final class ThreadPortState {
         }
         last = nil
         let all = Array(connections.values)
-        for connection in all { connection.leaveLoop() }
+        for connection in all {
+            connection.leaveLoop()
+            connection.closed() // a port of this process learns its requester is gone
+        }
         connections.removeAll()
         ExitFlush.close(all, at: occasion)
     }
