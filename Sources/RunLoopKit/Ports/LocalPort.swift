@@ -305,6 +305,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     deinit {
         guard transition(.close) else { return } // close() already did this
         PortDirectory.shared.closing(inProcessAddress)
+        answerQueuedRequestsAtClose()
         closeSocketAndGiveBackAddresses()
     }
 
@@ -359,6 +360,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         guard transition(.close) else { return }
         PortDirectory.shared.closing(inProcessAddress)
         answerOutstandingRequestsAtClose()
+        answerQueuedRequestsAtClose()
         ownerLoop?.removePortEverywhere(self)
         closeSocketAndGiveBackAddresses()
         registeredName.withLock { $0 = nil }

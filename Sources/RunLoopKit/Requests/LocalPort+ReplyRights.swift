@@ -121,6 +121,52 @@ extension LocalPort {
         }
     }
 
+    /// The port closes: each request still queued in its socket, never read, is answered
+    /// with a no reply now, so that its requester fails at once (`PortError.noReply`)
+    /// rather than at its receive timeout, as a destroyed Mach port's queued messages send
+    /// their send-once notifications. Other messages queued are discarded with the port.
+    /// Never waits: reads what is queued, at most `maxReadAtClose` messages (senders may go
+    /// on sending meanwhile), and a no reply the requester's connection does not take at
+    /// once is dropped and counted (`replyNotSent`). The port is already closing in the
+    /// directory, so no new in-process connection comes. Returns how many were answered.
+    @discardableResult
+    func answerQueuedRequestsAtClose() -> Int {
+        guard socket.isOpen else { return 0 }
+        var answered = 0
+        var read = 0
+        while read < LocalPort.maxReadAtClose {
+            let request: (returnPath: ReturnPath, requestID: Int32, correlationID: UInt64)??
+            do {
+                request = try socket.receive(dontWait: true) { frames in
+                    guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames),
+                          let header = try? WireCodec.checkedHeader(body, limits: .default),
+                          header.kind == .request else { return nil }
+                    return (ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter),
+                            header.messageID, header.correlationID)
+                }
+            } catch where error.code == .tooManyFrames {
+                read += 1 // received to its end and discarded
+                continue
+            } catch {
+                break
+            }
+            guard let message = request else { break } // nothing more queued
+            read += 1
+            guard let (returnPath, requestID, correlationID) = message else { continue }
+            sendReply(LoopMessage(id: requestID), as: .noReply, correlationID: correlationID, via: returnPath)
+            answered += 1
+        }
+        if read > 0 {
+            RunLoopKitLog.port.debug("messages queued at the port's close", metadata: [
+                "port": "\(self)", "read": "\(read)", "requestsAnswered": "\(answered)",
+            ])
+        }
+        return answered
+    }
+
+    /// The most queued messages a closing port reads to answer their requests.
+    static let maxReadAtClose = 100_000
+
     /// Does what a reply right's holder made of it (`ReplyRightState.Action`), on the
     /// owner thread: now if called there, else handed to the owner's loop, which does it in
     /// its next pass whatever its mode; neither side waits. `ending`: the right is settled
