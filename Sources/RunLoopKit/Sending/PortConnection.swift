@@ -72,9 +72,9 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// For a connection to a port of this process (inproc): the routing id it gives itself,
     /// by which the port knows it, so that its end can be told to the port (`closed()`).
     let inProcessRoutingID: RoutingID?
-    /// Whether a request ever went out on it (set with the first request of each route, off
-    /// the request's way): a port may then hold reply rights for it.
-    private var carriedRequests = false
+    /// Whether a cancel could not be queued on it: the port may then still hold the right of
+    /// a request it gave up (see `closed()`).
+    private var lostACancel = false
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)
@@ -142,12 +142,15 @@ final class PortConnection: PortBasedSource, WireReceiver {
     }
 
     /// Its thread is done with it (the thread exits, or closes it as idle or to make room):
-    /// a connection to a port of this process that carried requests tells the port, which
-    /// cancels the requests still outstanding from it (their rights report it), as a Mach
-    /// reply port's death reaches the holders of its send-once rights. After its last send.
+    /// a connection to a port of this process that may have left reply rights held there —
+    /// a reply still awaited, or a cancel it could not queue — tells the port, which cancels
+    /// the requests still outstanding from it (their rights report it), as a Mach reply
+    /// port's death reaches the holders of its send-once rights. Every other request of it
+    /// was answered or cancelled on the wire, so the port holds nothing of it and is not
+    /// woken. After its last send.
     func closed() {
-        guard carriedRequests, let inProcessRoutingID else { return }
-        carriedRequests = false
+        guard awaitedReplies > 0 || lostACancel, let inProcessRoutingID else { return }
+        lostACancel = false
         PortDirectory.shared.requesterClosed(inProcessRoutingID, connectedTo: target)
     }
 
@@ -266,7 +269,6 @@ final class PortConnection: PortBasedSource, WireReceiver {
     }
 
     private func join(route: ReplyRoute) {
-        carriedRequests = true
         let mode = state.receiver(of: route).replyMode
         // A connection is its thread's, so the loop it joins is always that thread's.
         let current = loop ?? ThreadRunLoop.current
@@ -337,6 +339,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
             loop?.sentOnPortSource(self)
         } else {
             PortConnection.cancelsNotSent.add(1, ordering: .relaxed)
+            lostACancel = true
             RunLoopKitLog.port.debug("cancel not sent: the connection did not take it", metadata: [
                 "connection": "\(destination)", "correlationID": "\(correlationID)",
             ])
