@@ -145,3 +145,107 @@ static inline int clinux_siginfo_status(const siginfo_t *info) { return info->si
 // queue on the main thread.
 extern int _dispatch_get_main_queue_handle_4CF(void);
 extern void _dispatch_main_queue_callback_4CF(void *_Nullable msg);
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+/// The most descriptors one `SCM_RIGHTS` message carries on Linux (`SCM_MAX_FD`).
+#define CLINUX_MAX_PASSED_DESCRIPTORS 253
+
+/// Fills `address` with the unix socket path `path`; -1 with errno ENAMETOOLONG if it does
+/// not fit `sun_path` with its NUL.
+static inline int clinux_unix_address(const char *path, struct sockaddr_un *address) {
+    size_t length = strlen(path);
+    memset(address, 0, sizeof *address);
+    if (length + 1 > sizeof address->sun_path) { errno = ENAMETOOLONG; return -1; }
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path, path, length + 1);
+    return 0;
+}
+
+/// `bind(2)` of unix socket `fd` to `path`. Returns 0, or -1 with errno set.
+static inline int clinux_bind_unix(int fd, const char *path) {
+    struct sockaddr_un address;
+    if (clinux_unix_address(path, &address) != 0) return -1;
+    return bind(fd, (const struct sockaddr *)&address, sizeof address);
+}
+
+/// `connect(2)` of unix socket `fd` to `path`. Returns 0, or -1 with errno set (EAGAIN for
+/// a non-blocking socket whose listener's backlog is full).
+static inline int clinux_connect_unix(int fd, const char *path) {
+    struct sockaddr_un address;
+    if (clinux_unix_address(path, &address) != 0) return -1;
+    return connect(fd, (const struct sockaddr *)&address, sizeof address);
+}
+
+/// `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC` (glibc hides `accept4` behind _GNU_SOURCE).
+static inline int clinux_accept_nonblocking(int fd) {
+    extern int accept4(int, struct sockaddr *, socklen_t *, int);
+    return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
+
+/// `getsockopt(SO_PEERCRED)`: the pid, uid and gid of the process that made the other end
+/// of unix socket `fd`, as the kernel recorded them at `connect`/`socketpair` (`struct
+/// ucred` needs _GNU_SOURCE; its layout is these three in this order).
+static inline int clinux_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct { pid_t pid; uid_t uid; gid_t gid; } credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, &credentials, &length) != 0) return -1;
+    *pid = credentials.pid; *uid = credentials.uid; *gid = credentials.gid;
+    return 0;
+}
+
+/// `sendmsg(2)` of `count` bytes with `fd_count` (at most 253) descriptors in one
+/// `SCM_RIGHTS` control message, never waiting and never raising SIGPIPE
+/// (`MSG_DONTWAIT | MSG_NOSIGNAL`). Returns the bytes sent, or -1 with errno set.
+static inline ssize_t clinux_send_descriptors(int fd, const void *bytes, size_t count, const int *fds, int fd_count) {
+    union { char buffer[CMSG_SPACE(sizeof(int) * CLINUX_MAX_PASSED_DESCRIPTORS)]; struct cmsghdr align; } control;
+    struct iovec vector = { (void *)bytes, count };
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    if (fd_count < 0 || fd_count > CLINUX_MAX_PASSED_DESCRIPTORS) { errno = EINVAL; return -1; }
+    if (fd_count > 0) {
+        memset(&control, 0, sizeof control);
+        message.msg_control = control.buffer;
+        message.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)fd_count);
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)fd_count);
+        memcpy(CMSG_DATA(header), fds, sizeof(int) * (size_t)fd_count);
+    }
+    return sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/// `recvmsg(2)` of one packet into `bytes`, never waiting, its descriptors made
+/// close-on-exec as they arrive (`MSG_DONTWAIT | MSG_CMSG_CLOEXEC`): every descriptor of
+/// every `SCM_RIGHTS` message goes into `fds` (room for 253, the most one packet carries)
+/// and `*fd_count`; `*flags` gets the packet's `msg_flags` (`MSG_TRUNC`: bytes cut off,
+/// `MSG_CTRUNC`: control data cut off). Returns the bytes received, or -1 with errno set.
+static inline ssize_t clinux_receive_descriptors(int fd, void *bytes, size_t count, int *fds, int *fd_count, int *flags) {
+    union { char buffer[CMSG_SPACE(sizeof(int) * CLINUX_MAX_PASSED_DESCRIPTORS)]; struct cmsghdr align; } control;
+    struct iovec vector = { bytes, count };
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control.buffer;
+    message.msg_controllen = sizeof control.buffer;
+    *fd_count = 0;
+    *flags = 0;
+    ssize_t received = recvmsg(fd, &message, MSG_DONTWAIT | 0x40000000 /* MSG_CMSG_CLOEXEC */);
+    if (received < 0) return -1;
+    *flags = message.msg_flags;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n && *fd_count < CLINUX_MAX_PASSED_DESCRIPTORS; i++) {
+            memcpy(&fds[*fd_count], CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            *fd_count += 1;
+        }
+    }
+    return received;
+}
