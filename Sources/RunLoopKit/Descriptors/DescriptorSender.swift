@@ -1,0 +1,77 @@
+import Glibc
+import RunLoopSystem
+
+/// Why descriptors could not be sent on the side channel; nothing was sent.
+package enum DescriptorSendError: Error, Equatable, Sendable {
+    /// The receiver's side queue is full (it does not read): the send would wait.
+    case wouldBlock
+    /// This sender was made by another process (this one is its forked child): its
+    /// connection is the parent's, which the receiver would take for the parent.
+    case forkedChild
+    /// A kernel call failed (no listener at the path, a refused connection…).
+    case system(SystemCallError)
+}
+
+/// One connection to a port's descriptor side channel (`DescriptorReceiver`), made once per
+/// sending thread and destination, as the ZeroMQ sockets are: a unix `SOCK_SEQPACKET`
+/// socket, connected and written without ever waiting. Descriptors sent are in the
+/// receiver's side queue when `attach` returns (a unix socket queues at the receiver), so
+/// before any ZeroMQ message sent after it can be read.
+///
+/// Thread safety: none; one thread's.
+package final class DescriptorSender {
+    private let socket: Int32
+    /// The process that made the connection: the one the receiver's `SO_PEERCRED` names.
+    private let owner: pid_t
+
+    /// Connects to the side channel at `path`, without waiting.
+    package init(path: String) throws(DescriptorSendError) {
+        let fd: Int32
+        do {
+            fd = try Kernel.unixPacketSocket()
+        } catch {
+            throw .system(error)
+        }
+        do {
+            try Kernel.connect(fd, toUnixPath: path)
+        } catch {
+            Kernel.close(fd)
+            throw error.code == .again ? .wouldBlock : .system(error)
+        }
+        socket = fd
+        owner = getpid()
+    }
+
+    deinit { Kernel.close(socket) }
+
+    /// Sends `descriptors` (1–253; they stay the caller's) under a fresh token, which the
+    /// message's descriptor components then name.
+    package func attach(_ descriptors: [Int32]) throws(DescriptorSendError) -> DescriptorToken {
+        precondition(!descriptors.isEmpty && descriptors.count <= Kernel.maxDescriptorsPerPacket)
+        let token = DescriptorToken.random()
+        try send(.attach, token, descriptors)
+        return token
+    }
+
+    /// Tells the receiver that the message of `token` was not sent after all: it closes
+    /// that token's descriptors. Best effort: a receiver that does not read drops them
+    /// when the connection closes (`DescriptorReceiver.closeOrphans`).
+    package func revoke(_ token: DescriptorToken) {
+        try? send(.revoke, token, [])
+    }
+
+    private func send(_ operation: DescriptorPacket.Operation, _ token: DescriptorToken,
+                      _ descriptors: [Int32]) throws(DescriptorSendError) {
+        guard getpid() == owner else { throw .forkedChild }
+        let packet = DescriptorPacket.encode(operation, token)
+        let sent: Bool
+        do throws(SystemCallError) {
+            sent = try packet.withUnsafeBufferPointer { bytes throws(SystemCallError) in
+                try Kernel.sendWithDescriptors(socket, UnsafeRawBufferPointer(bytes), descriptors: descriptors)
+            }
+        } catch {
+            throw .system(error)
+        }
+        if !sent { throw .wouldBlock }
+    }
+}
