@@ -33,6 +33,18 @@ final class MessageSenderTests: XCTestCase {
                        "the child's own pid, as the kernel gave it (SO_PEERCRED)")
     }
 
+    func testEveryMessageOfABurstOverIPCNamesTheSendingProcess() throws {
+        // libzmq's ROUTER gives the routing-id frame of a message it prefetched no metadata:
+        // the sender is read from a frame the connection delivered.
+        let (port, senders) = try recordingPort(name: "sender-burst-\(getpid())-\(UInt32.random(in: .min ... .max))")
+        defer { port.invalidate() }
+        let run = try runSecurityPeer(["--endpoint", port.remote.address.rawValue, "--text", "who am I", "--burst", "200"])
+        XCTAssertEqual(run.verdict, "reply seen")
+        let expected = MessageSender.process(uid: getuid(), gid: getgid(), pid: run.pid)
+        XCTAssertEqual(senders().count, 201)
+        XCTAssertEqual(senders().filter { $0 != expected }.count, 0, "every message of the burst, and the request")
+    }
+
     func testAMessageOverTCPWithCurveNamesTheClientByItsKey() throws {
         let keys = try PortKeyPair.generate()
         let client = try PortKeyPair.generate()

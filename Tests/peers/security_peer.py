@@ -41,6 +41,8 @@ def main():
     parser.add_argument("--server-key")
     parser.add_argument("--public-key")
     parser.add_argument("--secret-key")
+    parser.add_argument("--burst", type=int, default=0,
+                        help="plain messages (kind 0, id 8) to send back to back before the request")
     args = parser.parse_args()
 
     context = zmq.Context()
@@ -54,6 +56,8 @@ def main():
                                         | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
     dealer.connect(args.endpoint)
     text = args.text.encode()  # inline: the request is one frame
+    for _ in range(args.burst):
+        dealer.send(HEADER.pack(MAGIC, VERSION, 0, 0, 1, 8, 0, 0) + ENTRY.pack(DATA, len(text)) + text)
     dealer.send(HEADER.pack(MAGIC, VERSION, KIND_REQUEST, 0, 1, 9, 0x55, 0) + ENTRY.pack(DATA, len(text)) + text)
 
     poller = zmq.Poller()

@@ -58,7 +58,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
         if readsSourceDescriptor { lastSourceDescriptor = socket.receivedSourceDescriptor(ofFrame: 0) }
         return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
                                        route: (routingID, hasDelimiter),
-                                       sender: senderReader.sender(ofReceived: socket), storage: &storage)
+                                       sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1), storage: &storage)
     }
 
     package func detachedFromLoop() {}
@@ -193,7 +193,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
                 return .dropped
             }
             statistics.countReceived()
-            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket)?.sender)
+            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
             guard view.isRequest else {
                 do {
                     if let answer = try handler(view) { LocalPort.ignore(answer) }

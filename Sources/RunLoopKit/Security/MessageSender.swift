@@ -98,12 +98,17 @@ struct MessageSenderReader {
     var readsProcess = false
 
     /// The sender, boxed once per connection seen (see `LoopMessage.senderBox`).
-    mutating func sender(ofReceived socket: ZMQSocket) -> MessageSenderBox? {
+    ///
+    /// `frame` is one the connection's engine received, which carries the connection's
+    /// metadata: the message's last frame. (A ROUTER socket's routing-id frame, frame 0, has
+    /// it only when libzmq did not prefetch the message: it has none for every message of a
+    /// burst but the first, as libzmq 4.3.4 does it.)
+    mutating func sender(ofReceived socket: ZMQSocket, frame: Int) -> MessageSenderBox? {
         if readsCurveKey {
-            guard let userID = socket.receivedProperty("User-Id", ofFrame: 0) else { return nil } // inproc
+            guard let userID = socket.receivedProperty("User-Id", ofFrame: frame) else { return nil } // inproc
             return remembered(userID) { MessageSender.curveKey(fromUserID: $0) }
         }
-        guard readsProcess, let peer = socket.receivedProperty("Peer-Address", ofFrame: 0) else { return nil }
+        guard readsProcess, let peer = socket.receivedProperty("Peer-Address", ofFrame: frame) else { return nil }
         return remembered(peer) { MessageSender.process(fromPeerAddress: $0) }
     }
 
