@@ -49,13 +49,16 @@ enum FuzzFraming {
 /// component inline or alone as the caller says: the encoder puts only components of 64 KiB
 /// or more alone, which no fuzz input holds, where receivers accept any mix.
 enum FuzzFrames {
-    /// A component: its table kind (0 data inline, 1 port, 2 data alone) and its bytes.
+    /// A component: its table kind (0 data inline, 1 port, 2 data alone, 3 descriptor) and its bytes.
     struct Part {
         let kind: UInt8
         let bytes: [UInt8]
         static func data(_ bytes: [UInt8]) -> Part { Part(kind: 0, bytes: bytes) }
         static func port(_ address: String) -> Part { Part(kind: 1, bytes: Array(address.utf8)) }
         static func alone(_ bytes: [UInt8]) -> Part { Part(kind: 2, bytes: bytes) }
+        static func descriptor(token: [UInt8], index: UInt32) -> Part {
+            Part(kind: 3, bytes: token + (0..<4).map { UInt8(truncatingIfNeeded: index >> (8 * UInt32($0))) })
+        }
     }
 
     /// The message frame (header, component table, reply port, inline components), then
@@ -82,6 +85,7 @@ enum FuzzFrames {
             switch component {
             case .port(let address): .port(address)
             case .data(let bytes): frames[0][22 + 5 * index] == 2 ? .alone(bytes) : .data(bytes)
+            case .descriptor(let token, let index): .descriptor(token: token, index: index)
             }
         }
         return build(kind: message.kind, messageID: message.messageID, correlationID: message.correlationID,
@@ -111,6 +115,11 @@ func checkDecoder(_ input: [UInt8]) {
                      "an accepted message must re-encode to its frames, each data component where it was")
         // No fuzz input holds a component of 64 KiB: the encoder puts every one inline.
         precondition(body.count > 1 || WireCodec.encode(delivered) == body, "the encoder must write what it accepted")
+    case (.failure(.descriptorsNotFound), .success(let modelled)):
+        // The port claims descriptors from its side channel, which the probe has none of:
+        // a valid message with descriptor components is dropped, never delivered in part.
+        precondition(modelled.components.contains { if case .descriptor = $0 { true } else { false } },
+                     "only a message with descriptor components is dropped for them")
     case (.failure(let dropped), .failure(let rejected)):
         precondition(frames.isEmpty || dropped == rejected, "the port and the model reject a message alike")
     default:
@@ -159,7 +168,7 @@ enum WireDecoderFuzz {
         #endif
     }
     /// A seed per shape of message, so the fuzzer starts from valid ones: every kind, reply
-    /// ports, port components, data components inline and alone, a REQ requester's
+    /// ports, port components, descriptor components, data components inline and alone, a REQ requester's
     /// delimiter, and messages at the fuzzer's limits (16 components, 256-byte frames,
     /// 64-byte addresses).
     static func writeSeeds(to directory: String) throws {
@@ -193,6 +202,11 @@ enum WireDecoderFuzz {
             ]), false),
             "alone-reply": (FuzzFrames.build(kind: .reply, messageID: 7, correlationID: 0x1234,
                                              parts: [.alone(Array(repeating: 0x42, count: 200))]), true),
+            // Descriptor components (kind 3: a token and an index, 20 bytes), which a port
+            // claims from its side channel: the probe has none, so it drops the message.
+            "descriptors": (FuzzFrames.build(kind: .message, messageID: 4, parts: [
+                .descriptor(token: Array(0..<16), index: 0), .data([1]), .descriptor(token: Array(0..<16), index: 1),
+            ]), false),
             // At the limits: 16 components, a message frame and a lone frame of 256 bytes,
             // addresses of 64 bytes.
             "at-the-limits": (atTheLimits(fill: fuzzLimits.maxFrameBytes - atTheLimits(fill: 0)[0].count), false),

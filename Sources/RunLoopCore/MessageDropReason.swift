@@ -24,6 +24,11 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
     /// A cancel for no request outstanding on its connection: the reply crossed it, or the
     /// peer named a request it never sent (it cannot cancel another's).
     case lateCancel
+    /// A message whose descriptor components name descriptors its sender did not send to
+    /// this port (a forged or unknown token, another process's), or that came where
+    /// descriptors are not taken (a borrowing handler's port, a requester's connection):
+    /// dropped whole, any descriptors it named closed.
+    case unknownDescriptors
 
     public var description: String { rawValue }
 
@@ -39,6 +44,7 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
         case .requesterGone: 6
         case .replyCancelled: 7
         case .lateCancel: 8
+        case .unknownDescriptors: 9
         }
     }
 }

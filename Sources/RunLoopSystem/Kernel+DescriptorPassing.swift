@@ -114,3 +114,32 @@ extension Kernel {
         return ReceivedPacket(byteCount: received, descriptors: descriptors, truncated: truncated)
     }
 }
+
+extension Kernel {
+    /// `poll(2)` of one descriptor for `POLLOUT`, at most `timeout`: true when it became
+    /// writable (or has an error or hang-up to report, which the next write returns), false
+    /// when the time ran out. For a unix packet socket, writable means its send buffer has
+    /// room again.
+    package static func waitUntilWritable(_ fd: Int32, timeout: Duration) throws(SystemCallError) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let milliseconds = max(0, min(Int64(Int32.max), seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+        var item = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        let ready = try systemCall("poll(POLLOUT)") { Glibc.poll(&item, 1, Int32(milliseconds)) }
+        return ready > 0
+    }
+}
+
+extension Kernel {
+    /// `poll(2)` of `fds` without waiting: those whose peer closed its end (`POLLHUP` or
+    /// `POLLRDHUP`; what it sent before may still be queued to read).
+    package static func hungUp(_ fds: [Int32]) throws(SystemCallError) -> [Int32] {
+        guard !fds.isEmpty else { return [] }
+        let hangUp = Int16(POLLHUP) | 0x2000 // POLLRDHUP (glibc hides it behind _GNU_SOURCE)
+        var items = fds.map { pollfd(fd: $0, events: 0x2000, revents: 0) }
+        let ready = try systemCall("poll(POLLRDHUP)") {
+            items.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), 0) }
+        }
+        guard ready > 0 else { return [] }
+        return items.filter { $0.revents & hangUp != 0 }.map(\.fd)
+    }
+}

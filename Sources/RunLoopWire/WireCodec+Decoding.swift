@@ -14,6 +14,8 @@ extension WireCodec {
         @usableFromInline package let componentCount: Int
         /// How many of the components are ports, whose addresses the caller checks.
         package let portCount: Int
+        /// How many of the components are descriptors, which the receiver claims.
+        package let descriptorCount: Int
         /// The reply port's bytes; empty for none.
         @usableFromInline package let replyPort: UnsafeRawBufferPointer
         /// The message frame, for the component table and the inline components.
@@ -22,13 +24,14 @@ extension WireCodec {
         @usableFromInline let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
 
         @usableFromInline init(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
-                               portCount: Int, replyPort: UnsafeRawBufferPointer, messageFrame: UnsafeRawBufferPointer,
-                               frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
+                               portCount: Int, descriptorCount: Int, replyPort: UnsafeRawBufferPointer,
+                               messageFrame: UnsafeRawBufferPointer, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
             self.kind = kind
             self.messageID = messageID
             self.correlationID = correlationID
             self.componentCount = componentCount
             self.portCount = portCount
+            self.descriptorCount = descriptorCount
             self.replyPort = replyPort
             self.messageFrame = messageFrame
             self.frames = frames
@@ -50,7 +53,7 @@ extension WireCodec {
             if kind == ownFrameDataKind { return ComponentBytes(isPort: false, bytes: frames[1]) }
             let length = Int(UInt32(littleEndian: messageFrame.loadUnaligned(fromByteOffset: fixedHeaderSize + 1,
                                                                              as: UInt32.self)))
-            return ComponentBytes(isPort: kind == portKind,
+            return ComponentBytes(isPort: kind == portKind, isDescriptor: kind == descriptorKind,
                                   bytes: UnsafeRawBufferPointer(rebasing: messageFrame[inlineStart..<inlineStart + length]))
         }
 
@@ -65,15 +68,24 @@ extension WireCodec {
         }
     }
 
-    /// One component of a checked message: a port's address or a data component's bytes,
-    /// where they were received.
+    /// One component of a checked message: a port's address, a descriptor component's
+    /// token and index, or a data component's bytes, where they were received.
     @usableFromInline package struct ComponentBytes {
         @usableFromInline package let isPort: Bool
+        @usableFromInline package let isDescriptor: Bool
         @usableFromInline package let bytes: UnsafeRawBufferPointer
 
-        @inlinable init(isPort: Bool, bytes: UnsafeRawBufferPointer) {
+        @inlinable init(isPort: Bool, isDescriptor: Bool = false, bytes: UnsafeRawBufferPointer) {
             self.isPort = isPort
+            self.isDescriptor = isDescriptor
             self.bytes = bytes
+        }
+
+        /// A descriptor component's token (its first 16 bytes) and index (the last 4).
+        package var descriptorReference: (token: UnsafeRawBufferPointer, index: UInt32) {
+            precondition(isDescriptor && bytes.count == descriptorComponentSize)
+            return (UnsafeRawBufferPointer(rebasing: bytes[0..<16]),
+                    UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt32.self)))
         }
     }
 
@@ -102,7 +114,7 @@ extension WireCodec {
             }
             let length = Int(UInt32(littleEndian: header.messageFrame.loadUnaligned(fromByteOffset: entry + 1, as: UInt32.self)))
             defer { inlineOffset += length }
-            return ComponentBytes(isPort: kind == portKind,
+            return ComponentBytes(isPort: kind == portKind, isDescriptor: kind == descriptorKind,
                                   bytes: UnsafeRawBufferPointer(rebasing: header.messageFrame[inlineOffset..<inlineOffset + length]))
         }
     }
@@ -126,6 +138,9 @@ extension WireCodec {
                         throw .addressInvalid(component: index)
                     }
                     components.append(.port(address: address))
+                } else if component.isDescriptor {
+                    let reference = component.descriptorReference
+                    components.append(.descriptor(token: [UInt8](reference.token), index: reference.index))
                 } else {
                     components.append(.data([UInt8](component.bytes)))
                 }
@@ -190,6 +205,7 @@ extension WireCodec {
         var expectedSize = tableEnd + replyPortBytes
         var aloneCount = 0
         var portCount = 0
+        var descriptorCount = 0
         var index = 0
         while index < componentCount {
             let entry = fixedHeaderSize + tableEntrySize * index
@@ -201,6 +217,12 @@ extension WireCodec {
                 expectedSize += length
                 portCount += 1
             case ownFrameDataKind: aloneCount += 1
+            case descriptorKind:
+                guard length == descriptorComponentSize else {
+                    throw .descriptorLengthInvalid(index: index, length: length)
+                }
+                expectedSize += length
+                descriptorCount += 1
             default: throw .unknownComponentKind(index: index, kind: componentKind)
             }
             index += 1
@@ -231,7 +253,7 @@ extension WireCodec {
             }
         }
         return CheckedHeader(kind: kind, messageID: messageID, correlationID: correlationID,
-                             componentCount: componentCount, portCount: portCount,
+                             componentCount: componentCount, portCount: portCount, descriptorCount: descriptorCount,
                              replyPort: UnsafeRawBufferPointer(rebasing: frame[tableEnd..<tableEnd + replyPortBytes]),
                              messageFrame: frame, frames: frames)
     }

@@ -15,7 +15,7 @@
 /// | 8..<12   | message id, Int32 little-endian                  |
 /// | 12..<20  | correlation id, UInt64 little-endian             |
 /// | 20..<22  | reply port length R, UInt16 little-endian (0: none) |
-/// | 22..<22+5N | the component table: per component, its kind (0 data, 1 port, 2 data in a frame of its own) and its length, UInt32 little-endian |
+/// | 22..<22+5N | the component table: per component, its kind (0 data, 1 port, 2 data in a frame of its own, 3 descriptor) and its length, UInt32 little-endian |
 ///
 /// then the reply port's R bytes, then the inline components' bytes, in order.
 ///
@@ -42,6 +42,11 @@
     @inlinable package static var portKind: UInt8 { 1 }
     /// The component kind byte of a data component carried in a frame of its own.
     @inlinable package static var ownFrameDataKind: UInt8 { 2 }
+    /// The component kind byte of a descriptor component: in the message frame, a 16-byte
+    /// token and a 32-bit index into the descriptors sent under it (`docs/wire-format.md`).
+    @inlinable package static var descriptorKind: UInt8 { 3 }
+    /// The length of every descriptor component.
+    @inlinable package static var descriptorComponentSize: Int { 20 }
 
     // MARK: - Encoding
 
@@ -58,11 +63,16 @@
             switch component {
             case .data(let bytes): bytes
             case .port(let address): Array(address.utf8)
+            case .descriptor(let token, let index): token + withUnsafeBytes(of: index.littleEndian, Array.init)
             }
         }
         var layout = Layout(componentCount: bytes.count, replyPortBytes: replyAddress.count)
         for index in bytes.indices {
-            if case .port = message.components[index] { layout.addPort(bytes[index].count) } else { layout.addData(bytes[index].count) }
+            switch message.components[index] {
+            case .data: layout.addData(bytes[index].count)
+            case .port: layout.addPort(bytes[index].count)
+            case .descriptor: layout.addDescriptor()
+            }
         }
         layout.finish()
         var messageFrame = [UInt8](repeating: 0, count: layout.messageFrameSize)
@@ -71,8 +81,11 @@
                                             correlationID: message.correlationID)
             replyAddress.withUnsafeBytes { writer.writeReplyPort($0) }
             for index in bytes.indices {
-                let isPort = if case .port = message.components[index] { true } else { false }
-                bytes[index].withUnsafeBytes { writer.writeComponent(index, isPort: isPort, $0) }
+                switch message.components[index] {
+                case .descriptor: bytes[index].withUnsafeBytes { writer.writeDescriptorComponent(index, $0) }
+                case .port: bytes[index].withUnsafeBytes { writer.writeComponent(index, isPort: true, $0) }
+                case .data: bytes[index].withUnsafeBytes { writer.writeComponent(index, isPort: false, $0) }
+                }
             }
             writer.finish()
         }
@@ -125,6 +138,12 @@
         @inlinable @inline(__always)
         package mutating func addPort(_ size: Int) {
             messageFrameSize += size
+        }
+
+        /// Adds a descriptor component (`descriptorComponentSize` bytes, inline).
+        @inlinable @inline(__always)
+        package mutating func addDescriptor() {
+            messageFrameSize += WireCodec.descriptorComponentSize
         }
 
         /// Decides, once every component was added, whether the data fits the message frame.
@@ -186,6 +205,17 @@
             frame[entry] = isPort ? portKind : alone ? ownFrameDataKind : dataKind
             frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
             if !alone { copy(bytes) }
+        }
+
+        /// Writes descriptor component `index`: its table entry and its 20 bytes (a token and
+        /// an index, `descriptorComponentSize`).
+        @inlinable
+        package mutating func writeDescriptorComponent(_ index: Int, _ bytes: UnsafeRawBufferPointer) {
+            precondition(bytes.count == descriptorComponentSize)
+            let entry = fixedHeaderSize + tableEntrySize * index
+            frame[entry] = descriptorKind
+            frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
+            copy(bytes)
         }
 
         /// Checks that the whole frame was written.

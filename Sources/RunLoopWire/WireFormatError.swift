@@ -21,8 +21,8 @@
     /// The message has `actual` frames where its component table announces `expected` (1 +
     /// the components that travel alone).
     case frameCountMismatch(expected: Int, actual: Int)
-    /// The component at `index` has a kind byte that is not 0 (data), 1 (port) or 2 (data
-    /// in a frame of its own).
+    /// The component at `index` has a kind byte that is not 0 (data), 1 (port), 2 (data
+    /// in a frame of its own) or 3 (descriptor).
     case unknownComponentKind(index: Int, kind: UInt8)
     /// The header announces more components than `WireLimits.maxComponents`.
     case tooManyComponents(Int)
@@ -38,6 +38,12 @@
     /// The port component at `component` is not a valid address (as for the reply port,
     /// and not empty).
     case addressInvalid(component: Int)
+    /// The descriptor component at `index` is `length` bytes, not 20 (a token and an index).
+    case descriptorLengthInvalid(index: Int, length: Int)
+    /// A descriptor component names descriptors its sender did not send to this port: an
+    /// unknown or forged token, another process's, or an index past what the token holds
+    /// (found when the receiver claims them, after every check above).
+    case descriptorsNotFound(component: Int)
 
     @usableFromInline package var description: String {
         switch self {
@@ -69,6 +75,10 @@
             "the reply port is not a valid port address"
         case .addressInvalid(let component):
             "component \(component) is not a valid port address"
+        case .descriptorLengthInvalid(let index, let length):
+            "descriptor component \(index) is \(length) bytes, not 20"
+        case .descriptorsNotFound(let component):
+            "component \(component) names descriptors its sender did not send here"
         }
     }
 }

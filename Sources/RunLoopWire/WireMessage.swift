@@ -25,6 +25,9 @@ package enum WireComponent: Equatable, Sendable {
     case data([UInt8])
     /// A port, carried as the address of its receiving (ROUTER) socket.
     case port(address: String)
+    /// A descriptor, sent beside the message (a port's side channel): the 16-byte token it
+    /// was sent under and its index among that token's descriptors.
+    case descriptor(token: [UInt8], index: UInt32)
 }
 
 /// A RunLoopKit port message as it travels between processes and threads: see

@@ -21,6 +21,9 @@ final class WireCodecTests: XCTestCase {
         static func alone(_ bytes: [UInt8], announcing length: UInt32? = nil) -> Part {
             Part(kind: 2, bytes: bytes, announced: length)
         }
+        static func descriptor(token: [UInt8], index: UInt32) -> Part {
+            Part(kind: 3, bytes: token + withUnsafeBytes(of: index.littleEndian, Array.init))
+        }
     }
 
     /// The frames of a message with the given fields, built byte by byte from the format
@@ -138,6 +141,7 @@ final class WireCodecTests: XCTestCase {
             switch message.components[0] {
             case .data(let bytes): XCTAssertEqual(read[0].1, bytes)
             case .port(let address): XCTAssertEqual(read[0].1, Array(address.utf8))
+            case .descriptor(let token, let index): XCTAssertEqual(read[0].1, token + withUnsafeBytes(of: index.littleEndian, Array.init))
             }
         }
     }
@@ -418,8 +422,32 @@ final class WireCodecTests: XCTestCase {
     }
 
     func testAnUnknownComponentKindIsRejected() {
-        assertDecodeThrows(frames([.data([1]), Part(kind: 3, bytes: [2]), Part(kind: 0xFF, bytes: [])]),
-                           .unknownComponentKind(index: 1, kind: 3))
+        assertDecodeThrows(frames([.data([1]), Part(kind: 4, bytes: [2]), Part(kind: 0xFF, bytes: [])]),
+                           .unknownComponentKind(index: 1, kind: 4))
+    }
+
+    func testADescriptorComponentRoundTripsAsItsTokenAndIndexInTheMessageFrame() {
+        let token = Array(UInt8(0)..<16)
+        let message = WireMessage(messageID: 5, components: [
+            .data([1]), .descriptor(token: token, index: 0), .port(address: "ipc://x"), .descriptor(token: token, index: 7),
+        ])
+        assertRoundTrips(message, as: frames(messageID: 5, [
+            .data([1]), .descriptor(token: token, index: 0), .port("ipc://x"), .descriptor(token: token, index: 7),
+        ]))
+        let frame = WireCodec.encode(message)[0]
+        XCTAssertEqual(frame[22 + 5], 3, "kind 3")
+        XCTAssertEqual(Array(frame[22 + 5 + 1..<22 + 5 + 5]), [20, 0, 0, 0], "20 bytes")
+        XCTAssertEqual(frame.count, 22 + 4 * 5 + 1 + 20 + 7 + 20)
+    }
+
+    func testADescriptorComponentOfAnyLengthBut20IsRejectedWhereItsTableEntryIs() {
+        for length in [0, 1, 19, 21, 4096] {
+            assertDecodeThrows(frames([.data([1]), Part(kind: 3, bytes: Array(repeating: 9, count: length))]),
+                               .descriptorLengthInvalid(index: 1, length: length))
+        }
+        // A length of 2^32 - 1: rejected as announced, before the frame's length is compared.
+        assertDecodeThrows(frames([Part(kind: 3, bytes: [], announced: .max)]),
+                           .descriptorLengthInvalid(index: 0, length: Int(UInt32.max)))
     }
 
     func testAMessageFrameWhoseLengthDisagreesWithItsTableIsRejected() {
@@ -607,6 +635,8 @@ final class WireCodecTests: XCTestCase {
         case .componentLengthMismatch: "componentLengthMismatch"
         case .replyAddressInvalid: "replyAddressInvalid"
         case .addressInvalid: "addressInvalid"
+        case .descriptorLengthInvalid: "descriptorLengthInvalid"
+        case .descriptorsNotFound: "descriptorsNotFound"
         }
     }
 
@@ -617,6 +647,7 @@ final class WireCodecTests: XCTestCase {
             switch component {
             case .port(let address): .port(address)
             case .data(let bytes): placement[0][22 + 5 * index] == 2 ? .alone(bytes) : .data(bytes)
+            case .descriptor(let token, let index): .descriptor(token: token, index: index)
             }
         }
         return frames(kind: message.kind.rawValue, messageID: message.messageID, correlationID: message.correlationID,
@@ -676,6 +707,7 @@ final class WireCodecTests: XCTestCase {
         let parts = message.components.enumerated().map { index, component -> Part in
             switch component {
             case .port(let address): return .port(address)
+            case .descriptor(let token, let index): return .descriptor(token: token, index: index)
             case .data(let bytes):
                 let alone = frames[0][22 + 5 * index] == 2
                 return alone != (index == moved) ? .alone(bytes) : .data(bytes)

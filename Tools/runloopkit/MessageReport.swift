@@ -3,12 +3,14 @@ import RunLoopKit
 
 /// A received message, as text for people and as JSON for scripts.
 struct MessageReport: Encodable {
-    /// A component: `data` (UTF-8 text) or `base64` (other bytes), or `port` (an address).
+    /// A component: `data` (UTF-8 text) or `base64` (other bytes), `port` (an address), or
+    /// `descriptor` (the number of a descriptor received, closed with the message).
     struct Component: Encodable {
         var data: String?
         var base64: String?
         var port: String?
         var bytes: Int?
+        var descriptor: Int32?
     }
 
     let id: Int32
@@ -27,6 +29,8 @@ struct MessageReport: Encodable {
                 }
             case .port(let port):
                 Component(port: port.address.rawValue)
+            case .descriptor(let descriptor):
+                Component(descriptor: descriptor.descriptor ?? -1)
             }
         }
         replyPort = message.replyPort?.address.rawValue
@@ -39,6 +43,7 @@ struct MessageReport: Encodable {
         return components.map { component in
             if let data = component.data { return data }
             if let base64 = component.base64 { return "(\(component.bytes ?? 0) bytes, base64) \(base64)" }
+            if let descriptor = component.descriptor { return "(descriptor) \(descriptor)" }
             return "(port) \(component.port ?? "")"
         }
     }

@@ -68,10 +68,51 @@ package final class DescriptorReceiver {
     /// Descriptors waiting for their messages.
     package var unclaimedCount: Int { entries.values.reduce(0) { $0 + $1.descriptors.count } }
 
+    /// How long descriptors whose connection closed (their sender exited or was killed)
+    /// wait for their message: it may still be in the port's ZeroMQ queue. Past it, the
+    /// next `drain()` closes them.
+    package var orphanGrace = Duration.seconds(10)
+
     /// Accepts every pending connection and reads every packet queued on every connection,
-    /// without waiting.
+    /// without waiting; then closes the orphans past their grace (`orphanGrace`).
     package func drain() {
         guard !isInvalidated else { return }
+        defer { closeExpiredOrphans() }
+        acceptPending()
+        for fd in Array(connections.keys) {
+            while readOne(fd) {}
+        }
+    }
+
+    /// Reads packets until `token` is there, one per connection in turn (so that no
+    /// connection's packets pile up here ahead of their messages), or until none is queued.
+    private func read(until token: DescriptorToken) {
+        guard !isInvalidated else { return }
+        defer { closeExpiredOrphans() }
+        acceptPending()
+        var progress = true
+        while progress, entries[token] == nil {
+            progress = false
+            for fd in Array(connections.keys) where readOne(fd) {
+                progress = true
+                if entries[token] != nil { break }
+            }
+        }
+        readClosedConnections()
+    }
+
+    /// Reads to the end the connections whose sender closed them (it exited or was
+    /// killed): what they attached becomes orphans, which wait `orphanGrace` for their
+    /// messages. Live connections are read no further than their messages need.
+    private func readClosedConnections() {
+        guard !connections.isEmpty, let closed = try? Kernel.hungUp(Array(connections.keys)) else { return }
+        for fd in closed {
+            while readOne(fd) {}
+        }
+    }
+
+    /// Accepts every pending connection of this user; refuses (closes) any other's.
+    private func acceptPending() {
         while let connection = try? Kernel.accept(descriptor) {
             guard let credentials = try? Kernel.peerCredentials(connection), credentials.uid == uid else {
                 counters.connectionsRefused += 1
@@ -80,28 +121,28 @@ package final class DescriptorReceiver {
             }
             connections[connection] = Connection(pid: credentials.pid)
         }
-        for fd in Array(connections.keys) { read(fd) }
     }
 
-    private func read(_ fd: Int32) {
-        var buffer = [UInt8](repeating: 0, count: DescriptorPacket.size)
-        while true {
-            let packet: ReceivedPacket?
-            do {
-                packet = try buffer.withUnsafeMutableBufferPointer { bytes throws(SystemCallError) in
-                    try Kernel.receiveWithDescriptors(fd, into: UnsafeMutableRawBufferPointer(bytes))
-                }
-            } catch {
-                closeConnection(fd)
-                return
+    /// Reads one packet of connection `fd`: false when none was queued, or the connection
+    /// closed (or failed) and is gone.
+    private func readOne(_ fd: Int32) -> Bool {
+        var buffer = (UInt64(0), UInt64(0), UInt64(0)) // DescriptorPacket.size bytes, on the stack
+        let packet: ReceivedPacket?
+        do {
+            packet = try withUnsafeMutableBytes(of: &buffer) { bytes throws(SystemCallError) in
+                try Kernel.receiveWithDescriptors(fd, into: bytes)
             }
-            guard let packet else { return }
-            if packet.byteCount == 0, packet.descriptors.isEmpty {
-                closeConnection(fd)
-                return
-            }
-            accept(packet, bytes: buffer.prefix(packet.byteCount), on: fd)
+        } catch {
+            closeConnection(fd)
+            return false
         }
+        guard let packet else { return false }
+        if packet.byteCount == 0, packet.descriptors.isEmpty {
+            closeConnection(fd)
+            return false
+        }
+        withUnsafeBytes(of: &buffer) { bytes in accept(packet, bytes: Array(bytes.prefix(packet.byteCount))[...], on: fd) }
+        return true
     }
 
     private func accept(_ packet: ReceivedPacket, bytes: ArraySlice<UInt8>, on fd: Int32) {
@@ -152,11 +193,11 @@ package final class DescriptorReceiver {
     }
 
     /// The descriptors that process `pid` attached under `token`, now the caller's; nil
-    /// (counted in `unknownTokens`) if that process attached none under it. Drains first
-    /// when the token is not there yet: a sender's descriptors are queued here before its
-    /// ZeroMQ message is sent.
+    /// (counted in `unknownTokens`) if that process attached none under it. Reads the
+    /// connections first when the token is not there yet, until it is (`read(until:)`): a
+    /// sender's descriptors are queued here before its ZeroMQ message is sent.
     package func take(_ token: DescriptorToken, from pid: pid_t) -> [MessageDescriptor]? {
-        if entries[token] == nil { drain() }
+        if entries[token] == nil { read(until: token) }
         guard let entry = entries[token], entry.pid == pid, let descriptors = remove(token) else {
             counters.unknownTokens += 1
             return nil
@@ -164,6 +205,21 @@ package final class DescriptorReceiver {
         counters.taken += descriptors.count
         return descriptors
     }
+
+    /// Closes the orphans whose grace is over.
+    private func closeExpiredOrphans() {
+        guard orphanCount > 0 else { return }
+        let now = Deadline.now()
+        for (token, entry) in entries {
+            if let orphaned = entry.orphanedAt, !(now < orphaned + orphanGrace), let descriptors = remove(token) {
+                counters.closedUnclaimed += descriptors.count
+                descriptors.forEach { $0.close() }
+            }
+        }
+    }
+
+    /// Entries whose connection closed, waiting for their message.
+    private var orphanCount: Int { entries.values.reduce(0) { $0 + ($1.orphanedAt == nil ? 0 : 1) } }
 
     /// Closes the descriptors whose connection closed before `cutoff` and that no message
     /// took: a sender killed between its `attach` and its message, or whose message was lost.
@@ -189,8 +245,11 @@ package final class DescriptorReceiver {
         for fd in connections.keys { Kernel.close(fd) }
         connections = [:]
         Kernel.close(descriptor)
-        try? Kernel.unlink(path)
+        if getpid() == owner { try? Kernel.unlink(path) } // a forked child's: the parent's file
     }
+
+    /// The process that made the listener (a forked child's copy removes no file).
+    private let owner = getpid()
 
     private var isInvalidated = false
 }

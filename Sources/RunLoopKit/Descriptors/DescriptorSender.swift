@@ -45,12 +45,26 @@ package final class DescriptorSender {
     deinit { Kernel.close(socket) }
 
     /// Sends `descriptors` (1–253; they stay the caller's) under a fresh token, which the
-    /// message's descriptor components then name.
-    package func attach(_ descriptors: [Int32]) throws(DescriptorSendError) -> DescriptorToken {
+    /// message's descriptor components then name. When the connection's send buffer is
+    /// full (the receiver is behind by that many packets), waits for room until `deadline`
+    /// (`wouldBlock` after it; at once for the default, a deadline already past).
+    package func attach(_ descriptors: [Int32], before deadline: Deadline = Deadline(rawValue: 0)) throws(DescriptorSendError) -> DescriptorToken {
         precondition(!descriptors.isEmpty && descriptors.count <= Kernel.maxDescriptorsPerPacket)
         let token = DescriptorToken.random()
-        try send(.attach, token, descriptors)
-        return token
+        while true {
+            do {
+                try send(.attach, token, descriptors)
+                return token
+            } catch .wouldBlock {
+                let now = Deadline.now()
+                guard now < deadline else { throw .wouldBlock }
+                do {
+                    _ = try Kernel.waitUntilWritable(socket, timeout: min(deadline - now, .milliseconds(100)))
+                } catch {
+                    throw .system(error)
+                }
+            }
+        }
     }
 
     /// Tells the receiver that the message of `token` was not sent after all: it closes

@@ -7,11 +7,20 @@ extension LoopMessage {
     /// (`ZMQ_MAXMSGSIZE`) closes the connection before the message is read, so nothing
     /// would tell the sender. Checked before every send and reply. (Ports and the reply
     /// port are addresses, which `PortAddress` already bounds.)
-    @inline(__always)
-    func checkSize() throws(PortError) {
+    ///
+    /// - Returns: whether the message carries descriptors (sent beside it, on the
+    ///   destination's side channel).
+    @inline(__always) @discardableResult
+    func checkSize() throws(PortError) -> Bool {
         let limit = WireLimits.default.maxFrameBytes
-        for case .data(let bytes) in components where bytes.count > limit {
-            throw .messageTooLarge(size: bytes.count, limit: limit)
+        var carriesDescriptors = false
+        for component in components {
+            switch component {
+            case .data(let bytes): if bytes.count > limit { throw .messageTooLarge(size: bytes.count, limit: limit) }
+            case .port: break
+            case .descriptor: carriesDescriptors = true
+            }
         }
+        return carriesDescriptors
     }
 }

@@ -7,6 +7,9 @@ public struct LoopMessage: Sendable, Equatable {
         case data([UInt8])
         /// A port the receiver can send to (how the check-in hands over a worker's port).
         case port(RemotePort)
+        /// An open descriptor, for a named port of this host (ipc): the receiver's message
+        /// holds a descriptor of its own, closed with the message unless its handler takes it.
+        case descriptor(MessageDescriptor)
     }
 
     /// The message id (`msgid`); RunLoopKit gives it no meaning.
@@ -41,6 +44,11 @@ public struct LoopMessage: Sendable, Equatable {
         components.compactMap { if case .port(let port) = $0 { port } else { nil } }
     }
 
+    /// The descriptor components, in order.
+    public var descriptors: [MessageDescriptor] {
+        components.compactMap { if case .descriptor(let descriptor) = $0 { descriptor } else { nil } }
+    }
+
     /// The first data component, if any. Found in place: no array of the data components
     /// is made for it, as `data.first` would (`LoopMessageView.firstData` is its borrowing
     /// twin).
@@ -69,15 +77,20 @@ extension LoopMessage {
 }
 
 extension LoopMessage {
-    /// The wire form, with `kind` and `correlationID` for request/reply.
-    func wire(kind: WireKind, correlationID: UInt64 = 0) -> WireMessage {
-        WireMessage(
+    /// The wire form, with `kind` and `correlationID` for request/reply; descriptor
+    /// components under `descriptorToken` (all zero, which names none, if nil).
+    func wire(kind: WireKind, correlationID: UInt64 = 0, descriptorToken: DescriptorToken? = nil) -> WireMessage {
+        var ordinal: UInt32 = 0
+        return WireMessage(
             kind: kind, messageID: id, correlationID: correlationID,
             replyAddress: replyPort?.address.rawValue,
             components: components.map { component in
                 switch component {
-                case .data(let bytes): .data(bytes)
-                case .port(let port): .port(address: port.address.rawValue)
+                case .data(let bytes): return .data(bytes)
+                case .port(let port): return .port(address: port.address.rawValue)
+                case .descriptor:
+                    defer { ordinal += 1 }
+                    return .descriptor(token: (descriptorToken ?? DescriptorToken(high: 0, low: 0)).bytes, index: ordinal)
                 }
             }
         )

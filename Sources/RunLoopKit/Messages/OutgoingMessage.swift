@@ -7,8 +7,9 @@ protocol OutgoingMessage {
     /// Sends the message on `socket` as `kind`: see `ZMQSocket.send(_:as:correlationID:dontWait:via:)`.
     func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool
     /// Throws `PortError.messageTooLarge` for a data component that no port would take
-    /// (see `LoopMessage.checkSize()`).
-    func checkSize() throws(PortError)
+    /// (see `LoopMessage.checkSize()`); returns whether the message carries descriptors.
+    @discardableResult
+    func checkSize() throws(PortError) -> Bool
 }
 
 extension LoopMessage: OutgoingMessage {
@@ -26,9 +27,24 @@ struct OutgoingBytes: OutgoingMessage {
         try socket.send(id: id, data: bytes, as: kind, correlationID: correlationID, dontWait: dontWait)
     }
 
-    @inline(__always)
-    func checkSize() throws(PortError) {
+    @inline(__always) @discardableResult
+    func checkSize() throws(PortError) -> Bool {
         let limit = WireLimits.default.maxFrameBytes
         if bytes.count > limit { throw .messageTooLarge(size: bytes.count, limit: limit) }
+        return false
     }
+}
+
+/// A message whose descriptors were sent on the destination's side channel under `token`:
+/// its descriptor components go as that token and their index.
+struct DescriptorCarryingMessage: OutgoingMessage {
+    let message: LoopMessage
+    let token: DescriptorToken
+
+    func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
+        try socket.send(message, as: kind, correlationID: correlationID, dontWait: dontWait, descriptorToken: token)
+    }
+
+    /// Checked before its descriptors were sent.
+    func checkSize() throws(PortError) -> Bool { false }
 }

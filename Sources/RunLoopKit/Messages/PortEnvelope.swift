@@ -1,3 +1,4 @@
+import Glibc
 import RunLoopCore
 import RunLoopWire
 
@@ -47,11 +48,13 @@ extension PortEnvelope {
                        replyAddresses: inout ReplyAddressCache,
                        route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil,
                        sender: MessageSenderBox? = nil,
-                       storage: inout ReceivedMessageStorage)
+                       storage: inout ReceivedMessageStorage,
+                       descriptors: DescriptorReceiver? = nil)
         throws(WireFormatError) -> PortEnvelope {
         let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
         let header = checked.header
-        let components = decodeComponents(header, storage: &storage)
+        let components = header.descriptorCount == 0 ? decodeComponents(header, storage: &storage)
+            : try claimComponents(header, from: descriptors, sender: sender?.sender)
         var returnPath: ReturnPath?
         switch header.kind { // a pattern, not the cross-module `==`
         case .request, .cancel:
@@ -116,9 +119,50 @@ extension PortEnvelope {
         return components
     }
 
+    /// The components of a message with descriptor components, each descriptor claimed
+    /// from `receiver` (the port's side channel) under its token, as sent by `sender`'s
+    /// process (this one's for a message with no sender: one that came over inproc). Throws
+    /// `descriptorsNotFound` when a token names nothing from that process, or an index
+    /// nothing under it; without a receiver (a requester's connection, a borrowing port),
+    /// claims what it can and throws. Descriptors claimed and not delivered close.
+    static func claimComponents(_ header: WireCodec.CheckedHeader, from receiver: DescriptorReceiver?,
+                                sender: MessageSender?) throws(WireFormatError) -> [LoopMessage.Component] {
+        let pid: Int32? = switch sender {
+        case .none: getpid()
+        case .process(_, _, let pid): pid
+        case .curveKey: nil
+        }
+        var claimed: [DescriptorToken: [MessageDescriptor]] = [:]
+        var components: [LoopMessage.Component] = []
+        components.reserveCapacity(header.componentCount)
+        var index = 0
+        var failed: Int?
+        for component in header.components {
+            defer { index += 1 }
+            guard component.isDescriptor else {
+                components.append(LoopMessage.Component(received: component))
+                continue
+            }
+            let reference = component.descriptorReference
+            guard let token = DescriptorToken(reference.token) else { failed = failed ?? index; continue }
+            if claimed[token] == nil, let receiver, let pid { claimed[token] = receiver.take(token, from: pid) ?? [] } // asked once
+            guard let descriptors = claimed[token], Int(reference.index) < descriptors.count else {
+                failed = failed ?? index
+                continue
+            }
+            components.append(.descriptor(descriptors[Int(reference.index)]))
+        }
+        if let failed { throw .descriptorsNotFound(component: failed) }
+        return components
+    }
+
     /// What a drop of a message the decoder rejected with `error` is counted as.
     static func dropReason(rejecting error: WireFormatError) -> MessageDropReason {
-        if case .unsupportedVersion = error { .unsupportedVersion } else { .malformed }
+        switch error {
+        case .unsupportedVersion: .unsupportedVersion
+        case .descriptorsNotFound: .unknownDescriptors
+        default: .malformed
+        }
     }
 }
 

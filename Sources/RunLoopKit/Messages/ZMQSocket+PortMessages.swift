@@ -18,8 +18,11 @@ extension ZMQSocket {
     /// - Returns: whether the message was queued; always `true` when not `dontWait`.
     /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
     ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
+    ///   - descriptorToken: the token the message's descriptors were sent under on the
+    ///     destination's side channel; nil sends descriptor components under the all-zero
+    ///     token, which names none (the receiver drops the message, `unknownDescriptors`).
     func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64 = 0, dontWait: Bool,
-              via returnPath: ReturnPath? = nil) throws(SystemCallError) -> Bool {
+              via returnPath: ReturnPath? = nil, descriptorToken: DescriptorToken? = nil) throws(SystemCallError) -> Bool {
         if let returnPath {
             let accepted = try returnPath.routingID.withUnsafeBytes { routingID throws(SystemCallError) in
                 try sendFrame(routingID, more: true, dontWait: dontWait)
@@ -46,8 +49,10 @@ extension ZMQSocket {
             switch component {
             case .data(let bytes): layout.addData(bytes.count)
             case .port(let port): layout.addPort(port.address.rawValue.utf8.count)
+            case .descriptor: layout.addDescriptor()
             }
         }
+        let tokenBytes = (descriptorToken ?? DescriptorToken(high: 0, low: 0)).bytes
         layout.finish()
         let accepted = try sendFrame(byteCount: layout.messageFrameSize, more: layout.ownFrameCount > 0,
                                      dontWait: dontWait) { frame in
@@ -61,6 +66,12 @@ extension ZMQSocket {
                 case .port(let port):
                     var address = port.address.rawValue
                     address.withUTF8 { writer.writeComponent(index, isPort: true, UnsafeRawBufferPointer($0)) }
+                case .descriptor:
+                    var ordinal: UInt32 = 0
+                    for case .descriptor in components[..<index] { ordinal += 1 }
+                    (tokenBytes + withUnsafeBytes(of: ordinal.littleEndian, Array.init)).withUnsafeBytes {
+                        writer.writeDescriptorComponent(index, $0)
+                    }
                 }
             }
             writer.finish()

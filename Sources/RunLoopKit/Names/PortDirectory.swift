@@ -36,6 +36,13 @@ final class PortDirectory: @unchecked Sendable {
         let ipcAddress: PortAddress
         let socketPath: String
         let nameLock: NameLock
+
+        /// The descriptor side channel's socket beside the port's: `<dir>/<name>.fds`.
+        var descriptorPath: String { Self.descriptorPath(ofSocket: socketPath) }
+
+        static func descriptorPath(ofSocket socketPath: String) -> String {
+            String(socketPath.dropLast(".sock".count)) + ".fds"
+        }
     }
 
     /// Takes `name` for a port: validates it, takes its lock (failing with `nameInUse` if a
@@ -48,6 +55,7 @@ final class PortDirectory: @unchecked Sendable {
             throw .invalidName(name, reason: "too long for a socket path in \(directory)")
         }
         let nameLock = try NameLock(name: name, directory: directory)
+        _ = try? Kernel.unlink(Registration.descriptorPath(ofSocket: socketPath)) // a dead owner's side channel
         if (try? Kernel.unlink(socketPath)) != nil { // a dead owner's
             RunLoopKitLog.names.debug("stale name reclaimed: its dead owner's socket file was removed",
                                       metadata: ["name": "\(name)", "socket": "\(socketPath)"])
@@ -82,6 +90,7 @@ final class PortDirectory: @unchecked Sendable {
         guard exitHandlerProcess.load(ordering: .relaxed) == getpid() else { return }
         for (socketPath, lockPath) in lock.withLock({ heldFiles.values }) {
             _ = try? Kernel.unlink(socketPath) // already gone: nothing to remove
+            _ = try? Kernel.unlink(Registration.descriptorPath(ofSocket: socketPath))
             _ = try? Kernel.unlink(lockPath)
         }
     }
@@ -97,6 +106,7 @@ final class PortDirectory: @unchecked Sendable {
         }
         if registration.nameLock.tookItInThisProcess {
             _ = try? Kernel.unlink(registration.socketPath) // already gone: nothing to remove
+            _ = try? Kernel.unlink(registration.descriptorPath)
         }
         registration.nameLock.release()
     }
@@ -143,6 +153,13 @@ final class PortDirectory: @unchecked Sendable {
     func inProcessAlias(of address: PortAddress) -> PortAddress? {
         guard !address.isInProcess else { return nil }
         return lock.withLock { aliases[address] }
+    }
+
+    /// The ipc address of this process's named port at inproc address `inProcess` (where
+    /// its name resolves within the process); nil for an unnamed port. For messages with
+    /// descriptors, which go beside the ipc socket (its side channel), not over inproc.
+    func ipcAlias(ofInProcess inProcess: PortAddress) -> PortAddress? {
+        lock.withLock { aliases.first { $0.value == inProcess && $0.key.rawValue.hasPrefix("ipc://") }?.key }
     }
 
     /// The port registered as `name`, in this process or (over ipc) in another. Throws

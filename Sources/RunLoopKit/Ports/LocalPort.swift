@@ -81,6 +81,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     let socket: ZMQSocket
     // Owner thread only.
     private(set) var registration: PortDirectory.Registration?
+    /// A named port's descriptor side channel (`<name>.fds` beside its socket), where
+    /// senders' descriptors wait for their messages; closed with the port.
+    private(set) var descriptorReceiver: DescriptorReceiver?
     private(set) var tcpAddresses: [PortAddress] = []
     /// The reply address of the last message, validated (see `ReplyAddressCache`).
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache() // The decoder's alone.
@@ -194,7 +197,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
                 try? socket.unbind(reserved.ipcAddress.rawValue)
                 throw error
             }
+            descriptorReceiver = try DescriptorReceiver(path: reserved.descriptorPath)
         } catch {
+            try? socket.unbind(reserved.ipcAddress.rawValue)
             PortDirectory.shared.withdraw(reserved)
             throw .system(error)
         }
@@ -351,6 +356,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         authenticationDomain = nil
         for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
         tcpAddresses.removeAll()
+        // With the socket closed, no message can claim them: every descriptor waiting closes.
+        descriptorReceiver?.invalidate()
+        descriptorReceiver = nil
         if let registration { PortDirectory.shared.withdraw(registration) }
         registration = nil
     }

@@ -58,6 +58,13 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A data component of `size` bytes is over the wire format's `limit` per frame
     /// (64 MiB, `docs/wire-format.md`), which a receiving port refuses. Not sent.
     case messageTooLarge(size: Int, limit: Int)
+    /// A message with descriptors to a tcp address: descriptors reach processes of this
+    /// host only, over a named port (ipc). Refused before anything was sent.
+    case descriptorsToAnotherHost(PortAddress)
+    /// A message's descriptors could not be sent (`reason`): the port has no descriptor
+    /// channel (an unnamed port, a foreign one), its descriptor queue is full (it does not
+    /// read), a descriptor was already taken or closed, or more than 253. Nothing was sent.
+    case descriptorsNotSent(PortAddress, reason: String)
 
     public var description: String {
         switch self {
@@ -84,6 +91,9 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
         case .system(let error): "\(error)"
         case .messageTooLarge(let size, let limit):
             "a data component of \(size) bytes is over the wire limit of \(limit) bytes per frame: not sent"
+        case .descriptorsToAnotherHost(let address):
+            "descriptors reach processes of this host only (a named port), not \(address): not sent"
+        case .descriptorsNotSent(let address, let reason): "descriptors for \(address) not sent: \(reason)"
         }
     }
 

@@ -58,7 +58,8 @@ extension LocalPort: PortBasedSource, WireReceiver {
         if readsSourceDescriptor { lastSourceDescriptor = socket.receivedSourceDescriptor(ofFrame: 0) }
         return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
                                        route: (routingID, hasDelimiter),
-                                       sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1), storage: &storage)
+                                       sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1), storage: &storage,
+                                       descriptors: descriptorReceiver)
     }
 
     package func detachedFromLoop() {}
@@ -192,6 +193,11 @@ extension LocalPort: PortBasedSource, WireReceiver {
                 cancelRequest(header.correlationID, from: RoutingID(routingID))
                 return .dropped
             }
+            if header.descriptorCount > 0 { // a borrowed message cannot own descriptors: claimed, closed, dropped
+                _ = try PortEnvelope.claimComponents(header, from: descriptorReceiver,
+                                                     sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
+                throw .descriptorsNotFound(component: 0)
+            }
             statistics.countReceived()
             let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
             guard view.isRequest else {
@@ -241,7 +247,12 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// costs it its reply, never the loop its time.
     func sendReply(_ reply: LoopMessage, as kind: WireKind, correlationID: UInt64, via returnPath: ReturnPath?) {
         guard socket.isOpen, let returnPath else { return drop(.replyNotSent, "the port is closed") }
-        do { try reply.checkSize() } catch { return drop(.replyNotSent, "\(error)") }
+        do {
+            // Descriptors go to a named port's side channel; a requester's connection has none.
+            if try reply.checkSize() { return drop(.replyNotSent, "a reply cannot carry descriptors") }
+        } catch {
+            return drop(.replyNotSent, "\(error)")
+        }
         do {
             guard try socket.send(reply, as: kind, correlationID: correlationID, dontWait: true, via: returnPath) else {
                 return drop(.replyNotSent, "the requester's connection is full: it does not read its replies")
