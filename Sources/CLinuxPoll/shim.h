@@ -146,21 +146,27 @@ static inline int clinux_siginfo_status(const siginfo_t *info) { return info->si
 extern int _dispatch_get_main_queue_handle_4CF(void);
 extern void _dispatch_main_queue_callback_4CF(void *_Nullable msg);
 
-#include <errno.h>
-#include <string.h>
+// No <errno.h> or <string.h> here: the errno constants come from Linux's own headers,
+// which no module map covers, and the first module to include them owns them, so the
+// Glibc module's @inlinable users (SystemCall.swift's EINTR) would lose them in release
+// builds. errno is reached through glibc's accessor, the string calls through builtins.
 #include <sys/socket.h>
 #include <sys/un.h>
+extern int *__errno_location(void);
+#define CLINUX_SET_ERRNO(value) (*__errno_location() = (value))
+#define CLINUX_ENAMETOOLONG 36
+#define CLINUX_EINVAL 22
 /// The most descriptors one `SCM_RIGHTS` message carries on Linux (`SCM_MAX_FD`).
 #define CLINUX_MAX_PASSED_DESCRIPTORS 253
 
 /// Fills `address` with the unix socket path `path`; -1 with errno ENAMETOOLONG if it does
 /// not fit `sun_path` with its NUL.
 static inline int clinux_unix_address(const char *path, struct sockaddr_un *address) {
-    size_t length = strlen(path);
-    memset(address, 0, sizeof *address);
-    if (length + 1 > sizeof address->sun_path) { errno = ENAMETOOLONG; return -1; }
+    size_t length = __builtin_strlen(path);
+    __builtin_memset(address, 0, sizeof *address);
+    if (length + 1 > sizeof address->sun_path) { CLINUX_SET_ERRNO(CLINUX_ENAMETOOLONG); return -1; }
     address->sun_family = AF_UNIX;
-    memcpy(address->sun_path, path, length + 1);
+    __builtin_memcpy(address->sun_path, path, length + 1);
     return 0;
 }
 
@@ -203,19 +209,19 @@ static inline ssize_t clinux_send_descriptors(int fd, const void *bytes, size_t 
     union { char buffer[CMSG_SPACE(sizeof(int) * CLINUX_MAX_PASSED_DESCRIPTORS)]; struct cmsghdr align; } control;
     struct iovec vector = { (void *)bytes, count };
     struct msghdr message;
-    memset(&message, 0, sizeof message);
+    __builtin_memset(&message, 0, sizeof message);
     message.msg_iov = &vector;
     message.msg_iovlen = 1;
-    if (fd_count < 0 || fd_count > CLINUX_MAX_PASSED_DESCRIPTORS) { errno = EINVAL; return -1; }
+    if (fd_count < 0 || fd_count > CLINUX_MAX_PASSED_DESCRIPTORS) { CLINUX_SET_ERRNO(CLINUX_EINVAL); return -1; }
     if (fd_count > 0) {
-        memset(&control, 0, sizeof control);
+        __builtin_memset(&control, 0, sizeof control);
         message.msg_control = control.buffer;
         message.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)fd_count);
         struct cmsghdr *header = CMSG_FIRSTHDR(&message);
         header->cmsg_level = SOL_SOCKET;
         header->cmsg_type = SCM_RIGHTS;
         header->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)fd_count);
-        memcpy(CMSG_DATA(header), fds, sizeof(int) * (size_t)fd_count);
+        __builtin_memcpy(CMSG_DATA(header), fds, sizeof(int) * (size_t)fd_count);
     }
     return sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
@@ -229,7 +235,7 @@ static inline ssize_t clinux_receive_descriptors(int fd, void *bytes, size_t cou
     union { char buffer[CMSG_SPACE(sizeof(int) * CLINUX_MAX_PASSED_DESCRIPTORS)]; struct cmsghdr align; } control;
     struct iovec vector = { bytes, count };
     struct msghdr message;
-    memset(&message, 0, sizeof message);
+    __builtin_memset(&message, 0, sizeof message);
     message.msg_iov = &vector;
     message.msg_iovlen = 1;
     message.msg_control = control.buffer;
@@ -243,7 +249,7 @@ static inline ssize_t clinux_receive_descriptors(int fd, void *bytes, size_t cou
         if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
         size_t n = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < n && *fd_count < CLINUX_MAX_PASSED_DESCRIPTORS; i++) {
-            memcpy(&fds[*fd_count], CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            __builtin_memcpy(&fds[*fd_count], CMSG_DATA(header) + i * sizeof(int), sizeof(int));
             *fd_count += 1;
         }
     }
