@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 @testable import RunLoopKit
 import RunLoopTestSupport
+import RunLoopWire
 import XCTest
 
 /// The wire format from another language: `Tests/peers/pyzmq_peer.py`, written from
@@ -177,6 +178,64 @@ final class PyZMQPeerTests: XCTestCase {
         XCTAssertEqual(port.statistics.handlerErrors, 1)
         XCTAssertEqual(port.statistics.messagesDropped, 0)
         XCTAssertEqual(port.statistics.repliesFailed, 0)
+    }
+
+    /// The Python listing of `docs/wire-format.md`'s "Descriptors", run against a named
+    /// port with the document's socket path replaced by the port's: the handler reads the
+    /// pipe through its own descriptor, which the message closes after it. The hex the
+    /// section shows is what RunLoopKit writes for the same message and attach packet.
+    func testTheWireFormatDocumentsDescriptorListingHandsANamedPortAPipe() throws {
+        guard pythonCanImportZMQ() else {
+            return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
+        }
+        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
+        let start = try XCTUnwrap(document.range(of: "## Descriptors\n")?.upperBound)
+        let end = try XCTUnwrap(document[start...].range(of: "\n## ")?.lowerBound)
+        let section = String(document[start..<end])
+        let blocks = section.components(separatedBy: "```python\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        XCTAssertEqual(blocks.count, 1)
+        // The hex shown: the message with the token 00 01 … 0f, and its attach packet.
+        func hex(after label: String) throws -> [UInt8] {
+            let from = try XCTUnwrap(section.range(of: label)?.upperBound, label)
+            let text = section[from...].drop { $0 != "`" }.dropFirst().prefix { $0 != "`" }
+            return text.split(whereSeparator: \.isWhitespace).compactMap { UInt8($0, radix: 16) }
+        }
+        let token = Array(UInt8(0)..<16)
+        let frame = WireCodec.encode(WireMessage(messageID: 42, components: [.descriptor(token: token, index: 0)]))
+        XCTAssertEqual(try hex(after: "with the token `00 01 … 0f`:"), frame[0])
+        XCTAssertEqual(try hex(after: "the attach packet:"),
+                       DescriptorPacket.encode(.attach, try XCTUnwrap(DescriptorToken(token))))
+
+        var read: [String] = []
+        var fds: [Int32] = []
+        let port = try LocalPort(name: "descriptor-listing-\(getpid())-\(UInt32.random(in: .min ... .max))") { message in
+            for descriptor in message.descriptors {
+                fds.append(descriptor.descriptor ?? -1)
+                var bytes = [UInt8](repeating: 0, count: 64)
+                let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor.descriptor ?? -1, $0.baseAddress, $0.count) }
+                read.append(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self))
+            }
+            return nil
+        }
+        defer { port.invalidate() }
+        loop.add(port, to: .default)
+        let documented = "/run/user/1000/runloopkit/printer.sock"
+        XCTAssertTrue(blocks[0].contains(documented))
+        let script = blocks[0].replacingOccurrences(of: documented, with: String(port.remote.address.rawValue.dropFirst("ipc://".count)))
+        let scriptFile = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wire-format-descriptors-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
+        try script.write(to: scriptFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: scriptFile) }
+        let listing = try SpawnedProcess([Self.python, scriptFile.path], reapedByCaller: true)
+        var listingEnd: ChildExit?
+        loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
+        defer { Self.end(listing, ended: { listingEnd != nil }) }
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !read.isEmpty }),
+                      "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
+        XCTAssertEqual(read, ["through a pipe"])
+        XCTAssertEqual(port.statistics.messagesDropped, 0)
+        XCTAssertEqual(fcntl(try XCTUnwrap(fds.first), F_GETFD), -1, "the message closed its descriptor after the handler")
     }
 
     /// Debian's Python, which `scripts/install-dependencies.sh` gives pyzmq (`python3-zmq`);
