@@ -253,3 +253,10 @@ package final class DescriptorReceiver {
 
     private var isInvalidated = false
 }
+
+/// Where a port keeps its `DescriptorReceiver` once it is named (`LocalPort.descriptorSlot`).
+///
+/// Thread safety: none; the port's owner thread's.
+final class DescriptorReceiverSlot {
+    var receiver: DescriptorReceiver?
+}

@@ -49,12 +49,12 @@ extension PortEnvelope {
                        route: (routingID: UnsafeRawBufferPointer, hasDelimiter: Bool)? = nil,
                        sender: MessageSenderBox? = nil,
                        storage: inout ReceivedMessageStorage,
-                       descriptors: DescriptorReceiver? = nil)
+                       descriptors: DescriptorReceiverSlot? = nil)
         throws(WireFormatError) -> PortEnvelope {
         let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
         let header = checked.header
         let components = header.descriptorCount == 0 ? decodeComponents(header, storage: &storage)
-            : try claimComponents(header, from: descriptors, sender: sender?.sender)
+            : try claimComponents(header, from: descriptors?.receiver, sender: sender?.sender)
         var returnPath: ReturnPath?
         switch header.kind { // a pattern, not the cross-module `==`
         case .request, .cancel:

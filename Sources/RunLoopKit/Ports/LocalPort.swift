@@ -82,8 +82,11 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     // Owner thread only.
     private(set) var registration: PortDirectory.Registration?
     /// A named port's descriptor side channel (`<name>.fds` beside its socket), where
-    /// senders' descriptors wait for their messages; closed with the port.
-    private(set) var descriptorReceiver: DescriptorReceiver?
+    /// senders' descriptors wait for their messages; closed with the port. In a box the
+    /// port holds for its whole life (a `let`), which the receive path passes on without
+    /// retaining anything, and opens only for a message with descriptors.
+    let descriptorSlot = DescriptorReceiverSlot()
+    var descriptorReceiver: DescriptorReceiver? { descriptorSlot.receiver }
     private(set) var tcpAddresses: [PortAddress] = []
     /// The reply address of the last message, validated (see `ReplyAddressCache`).
     @exclusivity(unchecked) var replyAddresses = ReplyAddressCache() // The decoder's alone.
@@ -197,7 +200,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
                 try? socket.unbind(reserved.ipcAddress.rawValue)
                 throw error
             }
-            descriptorReceiver = try DescriptorReceiver(path: reserved.descriptorPath)
+            descriptorSlot.receiver = try DescriptorReceiver(path: reserved.descriptorPath)
         } catch {
             try? socket.unbind(reserved.ipcAddress.rawValue)
             PortDirectory.shared.withdraw(reserved)
@@ -357,8 +360,8 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         for address in tcpAddresses { PortDirectory.shared.removeAlias(address) }
         tcpAddresses.removeAll()
         // With the socket closed, no message can claim them: every descriptor waiting closes.
-        descriptorReceiver?.invalidate()
-        descriptorReceiver = nil
+        descriptorSlot.receiver?.invalidate()
+        descriptorSlot.receiver = nil
         if let registration { PortDirectory.shared.withdraw(registration) }
         registration = nil
     }

@@ -59,7 +59,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
         return try PortEnvelope.decode(frames: body, limits: .default, replyAddresses: &replyAddresses,
                                        route: (routingID, hasDelimiter),
                                        sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1), storage: &storage,
-                                       descriptors: descriptorReceiver)
+                                       descriptors: descriptorSlot)
     }
 
     package func detachedFromLoop() {}
@@ -194,7 +194,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
                 return .dropped
             }
             if header.descriptorCount > 0 { // a borrowed message cannot own descriptors: claimed, closed, dropped
-                _ = try PortEnvelope.claimComponents(header, from: descriptorReceiver,
+                _ = try PortEnvelope.claimComponents(header, from: descriptorSlot.receiver,
                                                      sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
                 throw .descriptorsNotFound(component: 0)
             }
