@@ -224,6 +224,33 @@ final class PortDescriptorTests: XCTestCase {
         XCTAssertTrue(runCurrentLoop(in: mode) { delivered == 1 }, "only the message without descriptors arrived")
     }
 
+    func testAReplyWithADescriptorIsDroppedAndCountedAndItsDescriptorClosed() throws {
+        let ends = try Self.pipe()
+        defer { Kernel.close(ends.read) }
+        let write = ends.write
+        let port = try LocalPort(name: uniqueName("reply")) { _ in
+            LoopMessage(id: 2, components: [.descriptor(MessageDescriptor(adopting: write))])
+        }
+        defer { port.invalidate() }
+        let mode = uniqueMode("reply")
+        loop.add(port, to: mode)
+        let remote = port.remote
+        let outcome = LockedValue<String?>(nil)
+        let requester = TestThread {
+            do {
+                _ = try remote.sendRequest(LoopMessage(id: 1, text: "a pipe?"), receiveTimeout: .seconds(1))
+                outcome.withLock { $0 = "replied" }
+            } catch {
+                outcome.withLock { $0 = "\(error)" }
+            }
+        }
+        XCTAssertTrue(runCurrentLoop(in: mode) { port.statistics.repliesFailed == 1 },
+                      "a requester has no side channel: the reply is not sent, and counted")
+        requester.join()
+        XCTAssertNotEqual(outcome.withLock { $0 }, "replied")
+        XCTAssertEqual(Self.read(ends.read), "", "end of file: the reply's descriptor closed with it")
+    }
+
     func testAForgedTokenIsACountedDropAndDeliversNothing() throws {
         let mode = uniqueMode("forged")
         var delivered: [Int32] = []

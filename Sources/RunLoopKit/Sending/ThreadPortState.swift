@@ -263,13 +263,15 @@ final class ThreadPortState {
     }
 
     /// `sender.attach(descriptors)`, or nil when its connection failed (the receiver closed
-    /// it): the caller connects afresh. A full queue throws: a new connection would only
-    /// get around the receiver's back-pressure.
+    /// it) or is a forked parent's: the caller connects afresh. A full queue throws: a new
+    /// connection would only get around the receiver's back-pressure.
     private static func attach(_ descriptors: [Int32], on sender: DescriptorSender,
                                before deadline: Deadline) throws(DescriptorSendError) -> DescriptorToken? {
         do {
             return try sender.attach(descriptors, before: deadline)
         } catch .system(_) {
+            return nil
+        } catch .forkedChild {
             return nil
         }
     }
