@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 @testable import RunLoopKit
 import RunLoopTestSupport
+import RunLoopWire
 import XCTest
 
 /// The `runloopkit` tool, run as a process against a named port served by a loop thread
@@ -209,6 +210,24 @@ final class RunLoopKitToolTests: XCTestCase {
         XCTAssertEqual(ping.status, 4, ping.stderr)
         XCTAssertEqual(ping.json?["timeouts"] as? Int, 2, "the partial result is printed first")
         XCTAssertEqual(ping.stderrLines.count, 1, ping.stderr)
+    }
+
+    // MARK: - version
+
+    /// The release is named in three places a user reads: `runloopkit --version`, the
+    /// latest version heading of CHANGELOG.md, and the README's version line.
+    func testVersionNamesTheLatestReleaseOfTheChangelogAndTheReadme() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let changelog = try String(contentsOf: root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let heading = try XCTUnwrap(changelog.split(separator: "\n").first { $0.hasPrefix("## [0") || $0.hasPrefix("## [1") },
+                                    "CHANGELOG.md has no release heading")
+        let release = String(heading.dropFirst("## [".count).prefix { $0 != "]" })
+        let run = try runTool(["--version"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "\(release) (wire format \(WireCodec.version))")
+        XCTAssertTrue(readme.contains("This is RunLoopKit \(release)"), "the README's version line names \(release)")
     }
 
     func testBadArgumentsExitWith1() throws {

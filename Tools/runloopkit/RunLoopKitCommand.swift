@@ -12,6 +12,7 @@ struct RunLoopKitCommand: ParsableCommand {
             Exit codes: 0 ok, 1 usage (bad arguments), 2 unknown port name, 3 the name's owner \
             is dead, 4 timeout (not taken, or no reply), 5 any other error.
             """,
+        version: ToolVersion.line,
         subcommands: [PortsCommand.self, SendCommand.self, RequestCommand.self, PingCommand.self, KeygenCommand.self]
     )
 
