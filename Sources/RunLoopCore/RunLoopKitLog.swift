@@ -8,7 +8,7 @@ import Logging
 /// caller (a timeout), and for a stale name reclaimed; `.trace` for routine events. It
 /// never logs on a hot path (a pass, a delivered message), and `.warning` is kept for
 /// what a program cannot learn otherwise: a port handler that threw while no
-/// `handlerErrorHandler` was set, and `.error` for a run of a loop that the kernel
+/// `onHandlerError` was set, and `.error` for a run of a loop that the kernel
 /// ended (`RunResult.failed`), which a `run()` that returns nothing cannot tell otherwise.
 /// To see its messages, bootstrap a handler with `.debug` for labels starting "runloopkit.".
 package enum RunLoopKitLog {

@@ -225,7 +225,7 @@ final class LocalPortTests: XCTestCase {
             handled.append(message.id)
             return LoopMessage(id: 0, text: "ok")
         }
-        port.handlerErrorHandler = { error, message in reported.append((error as? Refused, message.id)) }
+        port.onHandlerError = { error, message in reported.append((error as? Refused, message.id)) }
         loop.add(port, to: .default)
         for id: Int32 in 1...3 { try port.send(LoopMessage(id: id)) }
         XCTAssertTrue(runCurrentLoop { handled == [1, 3] }, "the loop went on after the throw")

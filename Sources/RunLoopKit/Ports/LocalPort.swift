@@ -65,7 +65,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// Told of every error a handler throws, on the owner thread. Without it, each such
     /// error is logged as a warning on `runloopkit.port`, the only way a program would learn
     /// of it. Counted in `statistics.handlerErrors` either way.
-    @exclusivity(unchecked) public var handlerErrorHandler: ((any Error, LoopMessage) -> Void)?
+    @exclusivity(unchecked) public var onHandlerError: ((any Error, LoopMessage) -> Void)?
 
     /// The port's inproc address, how this process reaches it.
     let inProcessAddress: PortAddress
@@ -376,7 +376,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         closeSocketAndGiveBackAddresses()
         registeredName.withLock { $0 = nil }
         handler = nil
-        handlerErrorHandler = nil
+        onHandlerError = nil
     }
 
     package func closeAtLoopTeardown() { close() }

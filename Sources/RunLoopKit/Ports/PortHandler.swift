@@ -2,7 +2,7 @@
 /// port, chosen by how it takes each message and how it answers a request.
 ///
 /// Runs on the port's owner thread, in its loop's passes. A handler may throw: the error
-/// is reported (`LocalPort.handlerErrorHandler`), the loop goes on, and a request whose
+/// is reported (`LocalPort.onHandlerError`), the loop goes on, and a request whose
 /// handler threw (before its right was used) is answered with the failure: its requester
 /// gets `PortError.remoteHandlerFailed` with the error's description.
 public enum PortHandler {

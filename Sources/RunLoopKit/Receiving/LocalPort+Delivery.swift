@@ -122,11 +122,11 @@ extension LocalPort: PortBasedSource, WireReceiver {
         drop(.lateReply, "a \(kind) sent to a port, correlation id \(correlationID)")
     }
 
-    /// Reports a handler's error: to `handlerErrorHandler`, else as a warning; counted.
+    /// Reports a handler's error: to `onHandlerError`, else as a warning; counted.
     func report(_ error: any Error, handling message: @autoclosure () -> LoopMessage) {
         statistics.countHandlerError()
-        if let handlerErrorHandler {
-            handlerErrorHandler(error, message())
+        if let onHandlerError {
+            onHandlerError(error, message())
         } else {
             RunLoopKitLog.port.warning("a port handler threw", metadata: [
                 "port": "\(self)", "message": "\(message().id)", "error": "\(error)",
