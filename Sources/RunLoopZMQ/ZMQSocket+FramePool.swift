@@ -5,13 +5,23 @@ import RunLoopSystem
 /// Sending a frame filled in place, from the socket's frame pool (`framePool`, made and
 /// retired in ZMQSocket.swift): the buffers handed to libzmq with `zmq_msg_init_data`.
 extension ZMQSocket {
-    /// Sends one frame of `byteCount` bytes that `fill` writes in place (exactly
-    /// `byteCount` bytes), with no copy of the caller's: for a frame made from parts, or
-    /// encoded straight into the buffer libzmq sends.
+    /// The room for one frame being written in place: `prepareFrame(_:byteCount:)` makes
+    /// it ready and says where the bytes go, the caller writes them, and
+    /// `sendFrame(_:byteCount:more:dontWait:)` sends it. Two calls rather than one taking a
+    /// closure: the caller's writing stays in its own code, where the compiler knows what
+    /// it writes; a fill closure was left out of line, one function for every kind of
+    /// message (docs/experiments/2026-12-07-one-send-path.md).
+    @usableFromInline package typealias FrameSlot = zmq_msg_t
+
+    /// Makes `slot` (uninitialized) ready for a frame of `byteCount` bytes and returns
+    /// where they go, with no copy of the caller's: for a frame made from parts, or
+    /// encoded straight into the buffer libzmq sends. The caller writes exactly
+    /// `byteCount` bytes there, then sends the frame with `sendFrame(_:byteCount:more:dontWait:)`
+    /// (which releases it if it is not queued); nothing may come between that throws.
     ///
     /// Where the bytes go, by size:
-    /// - at most `verySmallFrameSize` (33 on 64-bit): a stack buffer, and `zmq_send`, which
-    ///   copies them into the `zmq_msg_t` itself. Nothing is allocated.
+    /// - at most `verySmallFrameSize` (33 on 64-bit): the slot's own bytes, and `zmq_send`,
+    ///   which copies them into a `zmq_msg_t` of its own. Nothing is allocated.
     /// - up to `largestFastBinFrameSize` (80): `zmq_msg_init_size`, filled in place. libzmq's
     ///   `40 + byteCount` bytes then stay in glibc's fast bins, and one allocation costs less
     ///   than the pool's buffer and libzmq's control block together.
@@ -24,36 +34,51 @@ extension ZMQSocket {
     ///   the arena's lock, which halves the throughput of small frames.
     /// - larger, or when the pool's class is at its bound: `zmq_msg_init_size`, libzmq's
     ///   allocation, filled in place.
+    @inlinable
+    package func prepareFrame(_ slot: UnsafeMutablePointer<FrameSlot>,
+                              byteCount: Int) throws(SystemCallError) -> UnsafeMutableRawBufferPointer {
+        if byteCount <= ZMQSocket.verySmallFrameSize {
+            return UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(slot), count: byteCount)
+        }
+        if byteCount > ZMQSocket.largestFastBinFrameSize, let pool = framePool ?? makeFramePool(),
+           let buffer = rlk_frame_pool_take(pool, byteCount) {
+            try initMessage(slot, pooled: buffer, byteCount: byteCount, pool: pool)
+            return UnsafeMutableRawBufferPointer(start: buffer, count: byteCount)
+        }
+        try zmqCall("zmq_msg_init_size") { zmq_msg_init_size(slot, byteCount) }
+        return UnsafeMutableRawBufferPointer(start: zmq_msg_data(slot), count: byteCount)
+    }
+
+    /// Sends the frame of `byteCount` bytes that `prepareFrame(_:byteCount:)` made ready in
+    /// `slot`, as `sendFrame(_:more:dontWait:)` sends: the frames of one message follow
+    /// each other with `more` set on all but the last, and only the first may use
+    /// `dontWait`. A frame that is not queued is released (its buffer goes back to the pool).
     ///
-    /// Otherwise as `sendFrame(_:more:dontWait:)`: the frames of one message follow each
-    /// other with `more` set on all but the last, and only the first may use `dontWait`.
-    /// A frame that is not queued is released (its buffer goes back to the pool).
+    /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
+    /// Inlined, always: called from outside RunLoopZMQ, it was left a call (40 instructions
+    /// a message on the stream's sender, against 11 inlined; callgrind).
+    @inlinable @inline(__always)
+    package func sendFrame(_ slot: UnsafeMutablePointer<FrameSlot>, byteCount: Int, more: Bool,
+                           dontWait: Bool) throws(SystemCallError) -> Bool {
+        if byteCount <= ZMQSocket.verySmallFrameSize {
+            return try sendFrame(UnsafeRawBufferPointer(start: UnsafeRawPointer(slot), count: byteCount),
+                                 more: more, dontWait: dontWait)
+        }
+        return try sendMessage(slot, more: more, dontWait: dontWait)
+    }
+
+    /// Sends one frame of `byteCount` bytes that `fill` writes in place (exactly
+    /// `byteCount` bytes): `prepareFrame(_:byteCount:)`, `fill`, then
+    /// `sendFrame(_:byteCount:more:dontWait:)`, for a caller with one way to fill it.
     ///
     /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
     @inlinable
     package func sendFrame(byteCount: Int, more: Bool, dontWait: Bool,
                            _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws(SystemCallError) -> Bool {
-        if byteCount <= ZMQSocket.verySmallFrameSize {
-            return try withUnsafeTemporaryAllocation(byteCount: ZMQSocket.verySmallFrameSize, alignment: 16) {
-                buffer throws(SystemCallError) in
-                let bytes = UnsafeMutableRawBufferPointer(rebasing: buffer[..<byteCount])
-                fill(bytes)
-                return try sendFrame(UnsafeRawBufferPointer(bytes), more: more, dontWait: dontWait)
-            }
-        }
-        return try withUnsafeTemporaryAllocation(of: zmq_msg_t.self, capacity: 1) { slot throws(SystemCallError) in
-            let message = slot.baseAddress.unsafelyUnwrapped
-            let data: UnsafeMutableRawPointer
-            if byteCount > ZMQSocket.largestFastBinFrameSize, let pool = framePool ?? makeFramePool(),
-               let buffer = rlk_frame_pool_take(pool, byteCount) {
-                try initMessage(message, pooled: buffer, byteCount: byteCount, pool: pool)
-                data = buffer
-            } else {
-                try zmqCall("zmq_msg_init_size") { zmq_msg_init_size(message, byteCount) }
-                data = zmq_msg_data(message)
-            }
-            fill(UnsafeMutableRawBufferPointer(start: data, count: byteCount))
-            return try sendMessage(message, more: more, dontWait: dontWait)
+        try withUnsafeTemporaryAllocation(of: FrameSlot.self, capacity: 1) { slot throws(SystemCallError) in
+            let slot = slot.baseAddress.unsafelyUnwrapped
+            fill(try prepareFrame(slot, byteCount: byteCount))
+            return try sendFrame(slot, byteCount: byteCount, more: more, dontWait: dontWait)
         }
     }
 

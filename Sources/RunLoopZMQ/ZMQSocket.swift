@@ -38,7 +38,7 @@ import Glibc
     /// the field's unchecked exclusivity (hot-path: exclusivity (docs/optimization-tips.md)).
     package var isOpen: Bool { !isClosed }
 
-    /// The buffers `sendFrame(byteCount:more:dontWait:_:)` fills and hands to libzmq (a
+    /// The buffers `prepareFrame(_:byteCount:)` lends and hands to libzmq (a
     /// CFramePool pool, whose owner thread is this socket's): created by the first frame
     /// that needs one, retired when the socket closes. libzmq gives each buffer back on
     /// whichever thread closes its message, through the pool's own atomics, never through

@@ -3,7 +3,7 @@ import RunLoopWire
 import RunLoopZMQ
 
 /// Sending a port message as a wire message (`docs/wire-format.md`): the message frame
-/// written once, in place, into the buffer libzmq sends (`sendFrame(byteCount:…)`), from
+/// written once, in place, into the buffer libzmq sends (`prepareFrame(_:byteCount:)`), from
 /// where the bytes already are (the addresses' UTF-8, the data components' arrays); a large
 /// data component as a frame of its own. The frames are those of `WireCodec.encode` (a
 /// test compares them).
@@ -13,14 +13,15 @@ extension ZMQSocket {
     /// `dontWait`, and once it is accepted the rest is too. The message is borrowed, never
     /// copied into an envelope (hot-path: borrow-not-copy (docs/optimization-tips.md)).
     ///
-    /// - Parameter returnPath: for a reply sent on a port's ROUTER socket, the connection
-    ///   its request came in on: its routing id (and delimiter) go first.
-    /// - Returns: whether the message was queued; always `true` when not `dontWait`.
-    /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
-    ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
+    /// - Parameters:
+    ///   - returnPath: for a reply sent on a port's ROUTER socket, the connection its
+    ///     request came in on: its routing id (and delimiter) go first.
     ///   - descriptorToken: the token the message's descriptors were sent under on the
     ///     destination's side channel; nil sends descriptor components under the all-zero
     ///     token, which names none (the receiver drops the message, `unknownDescriptors`).
+    /// - Returns: whether the message was queued; always `true` when not `dontWait`.
+    /// - Throws: `hostUnreachable` for a `returnPath` whose connection is gone (the ROUTER
+    ///   socket is `routerMandatory`), and any other failure of `zmq_send`.
     func send(_ message: LoopMessage, as kind: WireKind, correlationID: UInt64 = 0, dontWait: Bool,
               via returnPath: ReturnPath? = nil, descriptorToken: DescriptorToken? = nil) throws(SystemCallError) -> Bool {
         if let returnPath {
@@ -36,55 +37,13 @@ extension ZMQSocket {
         if message.replyPort == nil, message.components.count == 1, case .data(let bytes) = message.components[0] {
             let id = message.id
             return try bytes.withUnsafeBufferPointer { data throws(SystemCallError) in
-                try send(id: id, data: UnsafeRawBufferPointer(data), as: kind, correlationID: correlationID, dontWait: dontWait)
+                try send(id: id, .data(UnsafeRawBufferPointer(data)), as: kind, correlationID: correlationID,
+                         dontWait: dontWait)
             }
         }
-        // Read field by field; the closures capture only what they use.
-        // hot-path: borrow-not-copy (docs/optimization-tips.md)
-        let components = message.components
-        let messageID = message.id
-        let replyAddress = message.replyPort?.address.rawValue
-        var layout = WireCodec.Layout(componentCount: components.count, replyPortBytes: replyAddress?.utf8.count ?? 0)
-        for component in components {
-            switch component {
-            case .data(let bytes): layout.addData(bytes.count)
-            case .port(let port): layout.addPort(port.address.rawValue.utf8.count)
-            case .descriptor: layout.addDescriptor()
-            }
-        }
-        let tokenBytes = (descriptorToken ?? DescriptorToken(high: 0, low: 0)).bytes
-        layout.finish()
-        let accepted = try sendFrame(byteCount: layout.messageFrameSize, more: layout.ownFrameCount > 0,
-                                     dontWait: dontWait) { frame in
-            var writer = WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
-                                                      correlationID: correlationID)
-            if var replyAddress { replyAddress.withUTF8 { writer.writeReplyPort(UnsafeRawBufferPointer($0)) } }
-            for index in components.indices {
-                switch components[index] {
-                case .data(let bytes):
-                    bytes.withUnsafeBytes { writer.writeComponent(index, isPort: false, $0) }
-                case .port(let port):
-                    var address = port.address.rawValue
-                    address.withUTF8 { writer.writeComponent(index, isPort: true, UnsafeRawBufferPointer($0)) }
-                case .descriptor:
-                    var ordinal: UInt32 = 0
-                    for case .descriptor in components[..<index] { ordinal += 1 }
-                    (tokenBytes + withUnsafeBytes(of: ordinal.littleEndian, Array.init)).withUnsafeBytes {
-                        writer.writeDescriptorComponent(index, $0)
-                    }
-                }
-            }
-            writer.finish()
-        }
-        guard accepted else { return false } // nothing was queued
-        var alone = layout.ownFrameCount
-        for component in components where alone > 0 {
-            if case .data(let bytes) = component, layout.dataTravelsAlone(size: bytes.count) {
-                alone -= 1
-                try sendFrame(bytes, more: alone > 0)
-            }
-        }
-        return true
+        return try send(id: message.id, .components(message.components, replyPort: message.replyPort,
+                                                    descriptorToken: descriptorToken),
+                        as: kind, correlationID: correlationID, dontWait: dontWait)
     }
 
     /// Sends a message of one data component, `data`, with no reply port, as
@@ -92,30 +51,110 @@ extension ZMQSocket {
     /// same frames, with no message built for them.
     func send(id messageID: Int32, data: UnsafeRawBufferPointer, as kind: WireKind, correlationID: UInt64 = 0,
               dontWait: Bool) throws(SystemCallError) -> Bool {
-        var layout = WireCodec.Layout(componentCount: 1, replyPortBytes: 0)
-        layout.addData(data.count)
-        layout.finish()
-        let alone = layout.ownFrameCount > 0
-        let accepted = try sendFrame(byteCount: layout.messageFrameSize, more: alone, dontWait: dontWait) { frame in
-            var writer = WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
-                                                      correlationID: correlationID)
-            writer.writeComponent(0, isPort: false, data)
-            writer.finish()
-        }
-        guard accepted else { return false } // nothing was queued
-        if alone { _ = try sendFrame(data, more: false, dontWait: false) }
-        return true
+        try send(id: messageID, .data(data), as: kind, correlationID: correlationID, dontWait: dontWait)
     }
 
     /// Sends a message of `kind` with no components and no reply port — its 22-byte
     /// header alone, in one frame (a cancel, `docs/wire-format.md` step 7).
     func sendHeaderOnly(kind: WireKind, messageID: Int32, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
-        var layout = WireCodec.Layout(componentCount: 0, replyPortBytes: 0)
-        layout.finish()
-        return try sendFrame(byteCount: layout.messageFrameSize, more: false, dontWait: dontWait) { frame in
-            WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
-                                         correlationID: correlationID).finish()
+        try send(id: messageID, .headerOnly, as: kind, correlationID: correlationID, dontWait: dontWait)
+    }
+
+    /// What a wire message carries after its header.
+    private enum Body {
+        case headerOnly
+        /// One data component, borrowed, and no reply port.
+        case data(UnsafeRawBufferPointer)
+        case components([LoopMessage.Component], replyPort: RemotePort?, descriptorToken: DescriptorToken?)
+    }
+
+    /// The one send path: the message frame written in place (`prepareFrame(_:byteCount:)`),
+    /// then the data components that travel alone. `body` is borrowed, not copied (a copy
+    /// retains and releases its array and port). hot-path: borrow-not-copy (docs/optimization-tips.md)
+    private func send(id messageID: Int32, _ body: borrowing Body, as kind: WireKind, correlationID: UInt64,
+                      dontWait: Bool) throws(SystemCallError) -> Bool {
+        var layout: WireCodec.Layout
+        switch body {
+        case .headerOnly:
+            layout = WireCodec.Layout(componentCount: 0, replyPortBytes: 0)
+        case .data(let data):
+            layout = WireCodec.Layout(componentCount: 1, replyPortBytes: 0)
+            layout.addData(data.count)
+        case .components(let components, let replyPort, _):
+            layout = WireCodec.Layout(componentCount: components.count,
+                                      replyPortBytes: replyPort?.address.rawValue.utf8.count ?? 0)
+            for component in components {
+                switch component {
+                case .data(let bytes): layout.addData(bytes.count)
+                case .port(let port): layout.addPort(port.address.rawValue.utf8.count)
+                case .descriptor: layout.addDescriptor()
+                }
+            }
         }
+        layout.finish()
+        let accepted = try withUnsafeTemporaryAllocation(of: FrameSlot.self, capacity: 1) {
+            slot throws(SystemCallError) in
+            let slot = slot.baseAddress.unsafelyUnwrapped
+            let frame = try prepareFrame(slot, byteCount: layout.messageFrameSize)
+            var writer = WireCodec.MessageFrameWriter(frame, layout: layout, kind: kind, messageID: messageID,
+                                                      correlationID: correlationID)
+            switch body {
+            case .headerOnly:
+                break
+            case .data(let data):
+                writer.writeComponent(0, isPort: false, data)
+            case .components(let components, let replyPort, let descriptorToken):
+                writer = Self.write(components, replyPort: replyPort, descriptorToken: descriptorToken,
+                                    after: writer)
+            }
+            writer.finish()
+            return try sendFrame(slot, byteCount: layout.messageFrameSize, more: layout.ownFrameCount > 0,
+                                 dontWait: dontWait)
+        }
+        guard accepted else { return false } // nothing was queued
+        var alone = layout.ownFrameCount
+        switch body {
+        case .headerOnly:
+            break
+        case .data(let data):
+            if alone > 0 { _ = try sendFrame(data, more: false, dontWait: false) }
+        case .components(let components, _, _):
+            for component in components where alone > 0 {
+                if case .data(let bytes) = component, layout.dataTravelsAlone(size: bytes.count) {
+                    alone -= 1
+                    try sendFrame(bytes, more: alone > 0)
+                }
+            }
+        }
+        return true
+    }
+
+    /// Writes a message's reply port and components into its message frame after its
+    /// header, for `send(id:_:…)`, which the one-component message runs too.
+    private static func write(_ components: [LoopMessage.Component], replyPort: RemotePort?,
+                              descriptorToken: DescriptorToken?, after header: WireCodec.MessageFrameWriter) -> WireCodec.MessageFrameWriter {
+        var writer = header
+        if var replyAddress = replyPort?.address.rawValue {
+            replyAddress.withUTF8 { writer.writeReplyPort(UnsafeRawBufferPointer($0)) }
+        }
+        for index in components.indices {
+            switch components[index] {
+            case .data(let bytes):
+                bytes.withUnsafeBytes { writer.writeComponent(index, isPort: false, $0) }
+            case .port(let port):
+                var address = port.address.rawValue
+                address.withUTF8 { writer.writeComponent(index, isPort: true, UnsafeRawBufferPointer($0)) }
+            case .descriptor:
+                // The descriptor's claim: the token and its ordinal among the message's descriptors.
+                var ordinal: UInt32 = 0
+                for case .descriptor in components[..<index] { ordinal += 1 }
+                let token = (descriptorToken ?? DescriptorToken(high: 0, low: 0)).bytes
+                (token + withUnsafeBytes(of: ordinal.littleEndian, Array.init)).withUnsafeBytes {
+                    writer.writeDescriptorComponent(index, $0)
+                }
+            }
+        }
+        return writer
     }
 
     /// Sends a frame after the first, which libzmq never makes wait (see `send(_:dontWait:)`).
