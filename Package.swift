@@ -5,7 +5,7 @@ import PackageDescription
 let examples = [
     "observer", "custom-source", "timers", "skeleton-thread",
     "checkin", "message-port-checkin", "multiprocess-checkin",
-    "keep-alive", "actor-worker", "main-actor", "pool-server",
+    "keep-alive", "actor-worker", "main-actor", "pool-server", "image-handoff",
 ]
 /// The examples that take no command-line arguments, so do not import ArgumentParser.
 let examplesWithoutArguments: Set = ["custom-source", "timers", "actor-worker"]
