@@ -9,7 +9,10 @@ struct LoopInstruments {
     private(set) var passes = 0
     private(set) var wakeUps = 0
     private(set) var messagesHandled = 0
-    private var drops = [Int](repeating: 0, count: MessageDropReason.allCases.count)
+    /// Starts as the shared zeros: the first drop copies them, so a loop that drops nothing
+    /// (every worker's, say) allocates no array of its own.
+    private var drops = LoopInstruments.noDrops
+    private static let noDrops = [Int](repeating: 0, count: MessageDropReason.allCases.count)
     /// Nanoseconds spent asleep over the loop's life; measured only with metrics.
     private var asleep: UInt64 = 0
     let metrics: LoopMetrics?

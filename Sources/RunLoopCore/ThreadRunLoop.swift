@@ -34,7 +34,10 @@ public final class ThreadRunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var lastRunItems: ModeItems?
     /// The common modes: `.default` and those added with `addCommonMode(_:)`; the set only
     /// grows. (A perform pass relies on it: it counts `.default` as common without hashing.)
-    @exclusivity(unchecked) public internal(set) var commonModes: Set<LoopMode> = [.default]
+    @exclusivity(unchecked) public internal(set) var commonModes = ThreadRunLoop.defaultCommonModes
+    /// Every loop's common modes at first, shared: a loop copies the set only when it adds a
+    /// common mode, so making a loop hashes no mode's name.
+    private static let defaultCommonModes: Set<LoopMode> = [.default]
     let commonItems = ModeItems(mode: .common)
     @exclusivity(unchecked) var runStack: [LoopMode] = []
     @exclusivity(unchecked) var ports = PortSourceTable()
