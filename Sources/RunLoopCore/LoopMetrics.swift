@@ -36,7 +36,9 @@ final class LoopMetrics {
     /// The metrics for a new loop, or nil when `factory` is swift-metrics' no-op backend
     /// (the default until `MetricsSystem.bootstrap`).
     static func make(factory: any MetricsFactory = MetricsSystem.factory) -> LoopMetrics? {
-        if factory is NOOPMetricsHandler { return nil }
+        // The no-op backend is a final class: comparing the dynamic type says the same as
+        // `is` without a dynamic cast, on every loop's creation.
+        if type(of: factory) == NOOPMetricsHandler.self { return nil }
         RunLoopKitLog.loop.trace("metrics backend found: the loop reports metrics")
         return LoopMetrics(factory: factory)
     }
