@@ -15,14 +15,6 @@ import XCTest
 /// server reads nothing) and the thread then gone. The requester's loop fills its own
 /// connection from a timer in the mode it waits for its reply in.
 final class InProcessRequesterGoneTests: XCTestCase {
-    private func waitUntil(_ condition: () -> Bool, limit: Duration = .seconds(10)) -> Bool {
-        let deadline = Deadline.after(limit)
-        while !condition() {
-            guard Deadline.now() < deadline else { return false }
-            sched_yield()
-        }
-        return true
-    }
 
     /// A server thread whose deferring handler keeps each request's right (with whether it
     /// was cancelled when it came, and a count of its cancellation handler's runs), and, if

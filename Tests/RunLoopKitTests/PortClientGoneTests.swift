@@ -13,15 +13,6 @@ final class PortClientGoneTests: XCTestCase {
         .deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("peers/dying_clients.py").path
 
-    private func waitUntil(_ limit: Duration = .seconds(60), _ condition: () -> Bool) -> Bool {
-        let deadline = Deadline.after(limit)
-        while !condition() {
-            guard Deadline.now() < deadline else { return false }
-            usleep(1_000) // polls a condition another thread makes true; not a synchronization sleep
-        }
-        return true
-    }
-
     func testAfterAThousandClientsAreKilledMidRequestTheirRightsReportCancelledAndNoEntryRemains() throws {
         let kept = SharedValue<[ReplyRightBox]>([])
         let served = SharedValue<LocalPort?>(nil)
@@ -42,13 +33,13 @@ final class PortClientGoneTests: XCTestCase {
             try SpawnedProcess(["/usr/bin/python3", Self.script, "--endpoint", endpoint, "--connections", "100"])
         }
         for client in clients { XCTAssertTrue(client.waitForLine("sent 100"), client.stderr) }
-        XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1000 }, "\(kept.withLock { $0.count }) requests came")
+        XCTAssertTrue(waitUntil(within: .seconds(60)) { kept.withLock { $0.count } == 1000 }, "\(kept.withLock { $0.count }) requests came")
         XCTAssertEqual(port.statistics.rightsOutstanding, 1000)
         XCTAssertEqual(try thread.loop.performAndWait { port.outstandingRequests.connectionCount }, 1000)
 
         for client in clients { kill(client.pid, SIGKILL) }
         for client in clients { _ = client.waitForExit() }
-        XCTAssertTrue(waitUntil { port.statistics.requestsCancelled == 1000 },
+        XCTAssertTrue(waitUntil(within: .seconds(60)) { port.statistics.requestsCancelled == 1000 },
                       "\(port.statistics.requestsCancelled) of 1000 requests were cancelled")
         XCTAssertEqual(kept.withLock { $0.filter(\.isCancelled).count }, 1000)
         let (entries, connections, descriptors) = try thread.loop.performAndWait {
@@ -60,7 +51,7 @@ final class PortClientGoneTests: XCTestCase {
 
         let failedBefore = port.statistics.repliesFailed
         kept.withLock { $0.removeAll() } // the rights go: cancelled, so nothing is sent
-        XCTAssertTrue(waitUntil { port.statistics.rightsOutstanding == 0 })
+        XCTAssertTrue(waitUntil(within: .seconds(60)) { port.statistics.rightsOutstanding == 0 })
         XCTAssertEqual(port.statistics.repliesFailed, failedBefore)
         thread.stop()
     }
@@ -81,16 +72,16 @@ final class PortClientGoneTests: XCTestCase {
         let endpoint = port.remote.address.rawValue
         let staying = try SpawnedProcess(["/usr/bin/python3", Self.script, "--endpoint", endpoint, "--connections", "1"])
         XCTAssertTrue(staying.waitForLine("sent 1"), staying.stderr)
-        XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 1 })
+        XCTAssertTrue(waitUntil(within: .seconds(60)) { kept.withLock { $0.count } == 1 })
         let going = try SpawnedProcess(["/usr/bin/python3", Self.script, "--endpoint", endpoint, "--connections", "1"])
         XCTAssertTrue(going.waitForLine("sent 1"), going.stderr)
-        XCTAssertTrue(waitUntil { kept.withLock { $0.count } == 2 })
+        XCTAssertTrue(waitUntil(within: .seconds(60)) { kept.withLock { $0.count } == 2 })
         XCTAssertEqual(try thread.loop.performAndWait { port.outstandingRequests.descriptorCount }, 2,
                        "each request is kept by the descriptor it came in on")
         XCTAssertEqual(try thread.loop.performAndWait { port.clientWatch != nil }, true)
         kill(going.pid, SIGKILL)
         _ = going.waitForExit()
-        XCTAssertTrue(waitUntil { port.statistics.requestsCancelled == 1 })
+        XCTAssertTrue(waitUntil(within: .seconds(60)) { port.statistics.requestsCancelled == 1 })
         XCTAssertEqual(kept.withLock { $0.map(\.isCancelled) }, [false, true], "only the gone client's request")
         kill(staying.pid, SIGKILL)
         _ = staying.waitForExit()

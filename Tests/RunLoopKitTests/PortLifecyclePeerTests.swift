@@ -13,15 +13,6 @@ final class PortLifecyclePeerTests: XCTestCase {
         .deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("peers/lifecycle_peer.py").path
 
-    private func waitUntil(_ limit: Duration = .seconds(30), _ condition: () -> Bool) -> Bool {
-        let deadline = Deadline.after(limit)
-        while !condition() {
-            guard Deadline.now() < deadline else { return false }
-            usleep(1_000) // polls a condition other processes make true; not a synchronization sleep
-        }
-        return true
-    }
-
     /// A named port on its own thread whose deferring handler keeps each right, by message id.
     private func server() -> (LoopThread, LocalPort, SharedValue<[Int32: ReplyRightBox]>) {
         let kept = SharedValue<[Int32: ReplyRightBox]>([:])
@@ -48,7 +39,7 @@ final class PortLifecyclePeerTests: XCTestCase {
         let peer = try client(port.remote.address.rawValue, messageID: 21, correlationID: 5,
                               ["--cancel-after", "0", "--wait", "1"])
         XCTAssertTrue(peer.waitForLine("cancelled 5"), peer.stderr)
-        XCTAssertTrue(waitUntil { kept.withLock { $0[21]?.isCancelled } == true }, "the right reports the cancel")
+        XCTAssertTrue(waitUntil(within: .seconds(30)) { kept.withLock { $0[21]?.isCancelled } == true }, "the right reports the cancel")
         XCTAssertEqual(port.statistics.requestsCancelled, 1)
         kept.withLock { $0[21]?.reply(LoopMessage(id: 0, text: "for nobody")) }
         XCTAssertNotNil(peer.waitForExit())
@@ -60,11 +51,11 @@ final class PortLifecyclePeerTests: XCTestCase {
         let (thread, port, kept) = server()
         let endpoint = port.remote.address.rawValue
         let owner = try client(endpoint, messageID: 31, correlationID: 7, ["--wait", "20"])
-        XCTAssertTrue(waitUntil { kept.withLock { $0[31] } != nil })
+        XCTAssertTrue(waitUntil(within: .seconds(30)) { kept.withLock { $0[31] } != nil })
         let forger = try client(endpoint, messageID: 32, correlationID: 9,
                                 ["--cancel-after", "0", "--cancel-correlation-id", "7", "--wait", "1"])
         XCTAssertTrue(forger.waitForLine("cancelled 7"), forger.stderr)
-        XCTAssertTrue(waitUntil { (try? thread.loop.performAndWait { thread.loop.counters.messagesDropped[.lateCancel] ?? 0 }) == 1 },
+        XCTAssertTrue(waitUntil(within: .seconds(30)) { (try? thread.loop.performAndWait { thread.loop.counters.messagesDropped[.lateCancel] ?? 0 }) == 1 },
                       "the forged cancel is dropped as late")
         XCTAssertEqual(kept.withLock { $0[31]?.isCancelled }, false, "the owner's request is not cancelled")
         XCTAssertEqual(kept.withLock { $0[32]?.isCancelled }, false, "nor the forger's own")

@@ -13,14 +13,6 @@ import XCTest
 /// receive timeouts: a destroyed Mach port's queued messages send their send-once
 /// notifications.
 final class QueuedRequestsAtCloseTests: XCTestCase {
-    private func waitUntil(_ condition: () -> Bool, limit: Duration = .seconds(10)) -> Bool {
-        let deadline = Deadline.after(limit)
-        while !condition() {
-            guard Deadline.now() < deadline else { return false }
-            sched_yield()
-        }
-        return true
-    }
 
     /// A server thread whose port counts what its handler sees.
     private func server(name: String? = nil, handled: SharedValue<Int>) -> (LoopThread, LocalPort) {

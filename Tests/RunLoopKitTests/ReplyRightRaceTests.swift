@@ -16,15 +16,6 @@ final class ReplyRightRaceTests: XCTestCase {
 
     private struct Refused: Error {}
 
-    private func waitUntil(_ limit: Duration = .seconds(30), _ condition: () -> Bool) -> Bool {
-        let deadline = Deadline.after(limit)
-        while !condition() {
-            guard Deadline.now() < deadline else { return false }
-            sched_yield()
-        }
-        return true
-    }
-
     /// A port on its own thread whose requests go to a pool of two workers, each of which
     /// replies, fails or drops the right as `choice` says.
     private func poolServer(_ pool: WorkerPool) -> (LoopThread, LocalPort) {
@@ -67,7 +58,7 @@ final class ReplyRightRaceTests: XCTestCase {
                 XCTAssertTrue(try dealer.send(LoopMessage(id: Int32(id)), as: .cancel, correlationID: id, dontWait: false))
             }
         }
-        XCTAssertTrue(waitUntil { port.statistics.messagesReceived == Int(count) && port.statistics.rightsOutstanding == 0 },
+        XCTAssertTrue(waitUntil(within: .seconds(30)) { port.statistics.messagesReceived == Int(count) && port.statistics.rightsOutstanding == 0 },
                       "\(port.statistics.rightsOutstanding) rights still outstanding")
         // The owner loop's last answers are handed to it as control actions: one pass sends them.
         try thread.loop.performAndWait {}
@@ -106,9 +97,9 @@ final class ReplyRightRaceTests: XCTestCase {
         for id in UInt64(1)...2000 {
             XCTAssertTrue(try dealer.send(LoopMessage(id: Int32(id)), as: .request, correlationID: id, dontWait: false))
         }
-        XCTAssertTrue(waitUntil { port.statistics.messagesReceived >= 500 })
+        XCTAssertTrue(waitUntil(within: .seconds(30)) { port.statistics.messagesReceived >= 500 })
         port.invalidate() // while the pool answers the first ones and the rest still arrive
-        XCTAssertTrue(waitUntil { port.statistics.rightsOutstanding == 0 },
+        XCTAssertTrue(waitUntil(within: .seconds(30)) { port.statistics.rightsOutstanding == 0 },
                       "\(port.statistics.rightsOutstanding) rights still outstanding")
         try thread.loop.performAndWait {}
         var seen = Set<UInt64>()

@@ -49,15 +49,6 @@ final class ReplyRightTests: XCTestCase {
         return try WireCodec.decode(frames)
     }
 
-    private func waitUntil(_ condition: () -> Bool, limit: Duration = .seconds(10)) -> Bool {
-        let deadline = Deadline.after(limit)
-        while !condition() {
-            guard Deadline.now() < deadline else { return false }
-            sched_yield()
-        }
-        return true
-    }
-
     func testAReplyFromAWorkerThreadReachesTheRequesterWithTheRequestsID() throws {
         let worker = try WorkerThread(name: "replier")
         let (thread, port) = server { message, right in

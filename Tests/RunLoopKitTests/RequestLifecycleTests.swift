@@ -429,14 +429,3 @@ private extension Result {
 private extension Duration {
     var microseconds: Int64 { components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000 }
 }
-
-/// Polls `condition` (every millisecond, 10 s at most): for state another thread changes
-/// where no event can be waited on (the requester's counters).
-private func waitUntil(_ condition: () -> Bool) -> Bool {
-    let limit = Deadline.after(.seconds(10))
-    while !condition() {
-        guard Deadline.now() < limit else { return false }
-        usleep(1_000)
-    }
-    return true
-}
