@@ -15,13 +15,19 @@ import XCTest
 /// server reads nothing) and the thread then gone. The requester's loop fills its own
 /// connection from a timer in the mode it waits for its reply in.
 final class InProcessRequesterGoneTests: XCTestCase {
+    private typealias KeptRights = SharedValue<[(box: ReplyRightBox, cancelledOnArrival: Bool)]>
 
-    /// A server thread whose deferring handler keeps each request's right (with whether it
-    /// was cancelled when it came, and a count of its cancellation handler's runs), and, if
-    /// `holdInHandler`, then waits for `gate` before it reads anything more.
-    private func server(holdInHandler: Bool, gate: DispatchSemaphore, entered: DispatchSemaphore,
-                        kept: SharedValue<[(box: ReplyRightBox, cancelledOnArrival: Bool)]>,
-                        cancellations: SharedValue<Int>) -> (LoopThread, LocalPort) {
+    /// A server thread whose deferring handler keeps each request's right in `kept` (with
+    /// whether it was cancelled when it came; `cancellations` counts its cancellation
+    /// handler's runs), signals `entered`, and, if `holdInHandler`, then waits for `gate`
+    /// before it reads anything more.
+    private func server(holdInHandler: Bool) -> (thread: LoopThread, port: LocalPort, gate: DispatchSemaphore,
+                                                 entered: DispatchSemaphore, kept: KeptRights,
+                                                 cancellations: SharedValue<Int>) {
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let kept = KeptRights([])
+        let cancellations = SharedValue(0)
         let served = SharedValue<LocalPort?>(nil)
         let thread = LoopThread { loop in
             let port = try! LocalPort(receiveHighWaterMark: 10, handling: .deferring { message, right in
@@ -36,7 +42,7 @@ final class InProcessRequesterGoneTests: XCTestCase {
             loop.add(port, to: .default)
             served.withLock { $0 = port }
         }
-        return (thread, served.withLock { $0! })
+        return (thread, served.withLock { $0! }, gate, entered, kept, cancellations)
     }
 
     /// On a worker thread: a request to `remote` given up after 300 ms, whose cancel its
@@ -62,12 +68,7 @@ final class InProcessRequesterGoneTests: XCTestCase {
     }
 
     func testARequesterThreadThatExitsWhileTheServerHoldsItsRightCancelsTheRight() throws {
-        let gate = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        let kept = SharedValue<[(box: ReplyRightBox, cancelledOnArrival: Bool)]>([])
-        let cancellations = SharedValue(0)
-        let (thread, port) = server(holdInHandler: true, gate: gate, entered: entered, kept: kept,
-                                    cancellations: cancellations)
+        let (thread, port, gate, entered, kept, cancellations) = server(holdInHandler: true)
         let remote = port.remote
         let cancelsNotSent = PortConnection.cancelsNotSent.load(ordering: .relaxed)
 
@@ -93,12 +94,7 @@ final class InProcessRequesterGoneTests: XCTestCase {
     }
 
     func testARequestStillQueuedWhenItsRequesterThreadExitsReachesTheHandlerCancelled() throws {
-        let gate = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        let kept = SharedValue<[(box: ReplyRightBox, cancelledOnArrival: Bool)]>([])
-        let cancellations = SharedValue(0)
-        let (thread, port) = server(holdInHandler: false, gate: gate, entered: entered, kept: kept,
-                                    cancellations: cancellations)
+        let (thread, port, gate, entered, kept, cancellations) = server(holdInHandler: false)
         let remote = port.remote
         // The server's thread reads nothing until the requester's thread is gone.
         let held = DispatchSemaphore(value: 0)
@@ -129,12 +125,7 @@ final class InProcessRequesterGoneTests: XCTestCase {
     }
 
     func testARequesterThreadThatExitsAfterItsRepliesCameCancelsNothingAndLeavesNothing() throws {
-        let gate = DispatchSemaphore(value: 0)
-        let entered = DispatchSemaphore(value: 0)
-        let kept = SharedValue<[(box: ReplyRightBox, cancelledOnArrival: Bool)]>([])
-        let cancellations = SharedValue(0)
-        let (thread, port) = server(holdInHandler: false, gate: gate, entered: entered, kept: kept,
-                                    cancellations: cancellations)
+        let (thread, port, _, entered, kept, cancellations) = server(holdInHandler: false)
         let remote = port.remote
         let requester = try WorkerThread(name: "requester")
         // Its request answered from another thread while it waits.
