@@ -13,7 +13,6 @@ import XCTest
 /// receive timeouts: a destroyed Mach port's queued messages send their send-once
 /// notifications.
 final class QueuedRequestsAtCloseTests: XCTestCase {
-
     /// A server thread whose port counts what its handler sees.
     private func server(name: String? = nil, handled: SharedValue<Int>) -> (LoopThread, LocalPort) {
         let served = SharedValue<LocalPort?>(nil)
