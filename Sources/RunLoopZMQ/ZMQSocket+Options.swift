@@ -40,6 +40,17 @@ extension ZMQSocketOption where Value == Int32 {
     /// sent in each PING, it tells the peer to close the connection if it hears nothing
     /// from this socket for that long.
     package static var heartbeatTTL: Self { Self(name: ZMQ_HEARTBEAT_TTL) }
+    /// `ZMQ_TCP_KEEPALIVE`: 1 turns the kernel's keepalive (`SO_KEEPALIVE`) on for the
+    /// socket's tcp connections, 0 off, -1 (the default) leaves the system's setting. Set
+    /// before connecting or binding, as the three below.
+    package static var tcpKeepalive: Self { Self(name: ZMQ_TCP_KEEPALIVE) }
+    /// `ZMQ_TCP_KEEPALIVE_IDLE` (`TCP_KEEPIDLE`), in seconds: how long a connection is
+    /// quiet before the first probe.
+    package static var tcpKeepaliveIdle: Self { Self(name: ZMQ_TCP_KEEPALIVE_IDLE) }
+    /// `ZMQ_TCP_KEEPALIVE_INTVL` (`TCP_KEEPINTVL`), in seconds: between unanswered probes.
+    package static var tcpKeepaliveInterval: Self { Self(name: ZMQ_TCP_KEEPALIVE_INTVL) }
+    /// `ZMQ_TCP_KEEPALIVE_CNT` (`TCP_KEEPCNT`): how many unanswered probes close the connection.
+    package static var tcpKeepaliveCount: Self { Self(name: ZMQ_TCP_KEEPALIVE_CNT) }
 }
 
 extension ZMQSocketOption where Value == Int64 {

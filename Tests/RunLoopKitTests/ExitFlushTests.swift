@@ -50,6 +50,14 @@ final class ExitFlushTests: XCTestCase {
         try assertEverythingArrives(ending: "exit", over: .tcp)
     }
 
+    /// A receiver that falls behind by seconds (here, reads nothing for 3 s after the child
+    /// sent everything) is not taken for gone: the connection keeps what it holds until it
+    /// is read. (With a PING a second and a 1.5 s timeout, the child's connection closed
+    /// with thousands of messages still in libzmq's queue.)
+    func testMessagesSentJustBeforeExitReachATCPReceiverThatReadsNothingForThreeSeconds() throws {
+        try assertEverythingArrives(ending: "exit", over: .tcp, stall: .seconds(3))
+    }
+
     // MARK: - Returning from main
 
     func testMessagesSentJustBeforeMainReturnsAreAllDeliveredInOrderOverIPC() throws {
@@ -147,7 +155,9 @@ final class ExitFlushTests: XCTestCase {
     enum Transport { case ipc, tcp }
 
     /// Runs the probe to `ending` with `count` messages queued, then reads them all.
+    /// `stall`: how long the test then reads nothing, past any wait of its own.
     private func assertEverythingArrives(ending: String, over transport: Transport, signal: Int32? = nil,
+                                         stall: Duration = .zero,
                                          file: StaticString = #filePath, line: UInt = #line) throws {
         let receiver = try Receiver(over: transport, expected: Self.count)
         // A limit past the test's own 60 s to read: however slowly the test reads (one
@@ -161,6 +171,8 @@ final class ExitFlushTests: XCTestCase {
             XCTAssertTrue(child.waitForLine("running"), "the child runs its main loop", file: file, line: line)
             kill(child.pid, signal)
         }
+        // The stimulus, not a synchronization: a receiver that falls behind.
+        if stall > .zero { _ = poll(nil, 0, Int32(stall.components.seconds * 1_000)) }
         // Only now does the test read: whatever the child's end did not flush is lost.
         if transport == .ipc {
             // Over ipc, the last messages only once the child's end awaits their read, or

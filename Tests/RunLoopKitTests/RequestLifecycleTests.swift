@@ -27,7 +27,7 @@ final class RequestLifecycleTests: XCTestCase {
         let port: RemotePort
         private let killed = LockedValue(false)
 
-        init(_ arguments: [String], heartbeat: PortHeartbeat?? = nil) throws {
+        init(_ arguments: [String], heartbeat: PortHeartbeat? = nil) throws {
             process = try SpawnedProcess([RequestLifecycleTests.python, RequestLifecycleTests.script, "server"] + arguments)
             guard process.waitForFirstLine(containing: ["ready "]) != nil,
                   let line = process.stdout.split(separator: "\n").first(where: { $0.hasPrefix("ready ") }) else {
@@ -35,7 +35,7 @@ final class RequestLifecycleTests: XCTestCase {
                 throw PeerDidNotStart("the pyzmq server did not start: \(process.stderr)")
             }
             let address = PortAddress(unchecked: String(line.dropFirst("ready ".count)))
-            if let heartbeat { port = RemotePort(address, heartbeat: heartbeat) } else { port = RemotePort(address) }
+            port = RemotePort(address, heartbeat: heartbeat)
         }
 
         /// The correlation id of the `count`-th request (from 1) the server received, once it did.
@@ -81,7 +81,7 @@ final class RequestLifecycleTests: XCTestCase {
         }
     }
 
-    private func tcpServer(_ arguments: [String] = [], heartbeat: PortHeartbeat?? = nil) throws -> Server {
+    private func tcpServer(_ arguments: [String] = [], heartbeat: PortHeartbeat? = nil) throws -> Server {
         try requirePyZMQ()
         return try Server(["--endpoint", "tcp://127.0.0.1:*"] + arguments, heartbeat: heartbeat)
     }
@@ -229,7 +229,7 @@ final class RequestLifecycleTests: XCTestCase {
         let router = try ZMQSocket(type: .router)
         defer { router.close() }
         try router.bind("tcp://127.0.0.1:*")
-        let port = RemotePort(try PortAddress(validating: try router.lastEndpoint), heartbeat: nil)
+        let port = RemotePort(try PortAddress(validating: try router.lastEndpoint))
         let requester = TestThread {
             _ = try? port.sendRequest(LoopMessage(id: 11), receiveTimeout: .milliseconds(100))
         }
@@ -358,19 +358,18 @@ final class RequestLifecycleTests: XCTestCase {
         XCTAssertEqual(after, 0, "both left the loop with the connection")
     }
 
-    func testATCPPortsHeartbeatIsOnByDefaultAndOffForIPCAndSettable() throws {
+    func testNoPortHasHeartbeatsUnlessTheyAreSetAndASetOneIsAnotherDestination() throws {
         let tcp = RemotePort(try PortAddress(validating: "tcp://127.0.0.1:5555"))
-        XCTAssertEqual(tcp.heartbeat, .tcpDefault)
-        XCTAssertEqual(PortHeartbeat.tcpDefault.interval, .seconds(1))
-        XCTAssertEqual(PortHeartbeat.tcpDefault.timeout, .milliseconds(1500))
+        XCTAssertNil(tcp.heartbeat, "a receiver that falls behind answers no PING: none unless set")
+        XCTAssertNil(tcp.effectiveHeartbeat)
         XCTAssertNil(RemotePort(try PortAddress(validating: "ipc:///tmp/x.sock")).heartbeat)
-        var off = tcp
-        off.heartbeat = nil
-        XCTAssertNil(off.heartbeat)
-        XCTAssertNotEqual(off, tcp, "a port without heartbeats is another destination")
-        var same = off
-        same.heartbeat = .tcpDefault
-        XCTAssertEqual(same, tcp, "setting the default is not setting anything")
+        var set = tcp
+        set.heartbeat = PortHeartbeat(interval: .seconds(1))
+        XCTAssertEqual(set.heartbeat?.timeout, .milliseconds(1500), "1.5 intervals unless given")
+        XCTAssertEqual(set.effectiveHeartbeat, set.heartbeat)
+        XCTAssertNotEqual(set, tcp, "a port with heartbeats is another destination")
+        set.heartbeat = nil
+        XCTAssertEqual(set, tcp, "taking them off again is the port as it was")
         let inproc = RemotePort(PortAddress(unchecked: "inproc://x"), heartbeat: PortHeartbeat(interval: .seconds(1)))
         XCTAssertNil(inproc.effectiveHeartbeat, "none within the process")
     }

@@ -297,6 +297,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         guard requiresCurve || insecure || Self.isLoopback(tcpEndpoint: endpoint) else { throw .insecureBind(endpoint) }
         let endpoint = try asPortError { () throws(SystemCallError) in
             if endpoint.contains("[") { try socket.setOption(.ipv6, true) } // libzmq binds IPv6 only when asked
+            try TCPKeepalive.enable(on: socket) // for the connections it accepts
             try socket.bind(Self.bindable(tcpEndpoint: endpoint))
             return try socket.lastEndpoint
         }

@@ -7,41 +7,36 @@ import RunLoopZMQ
 /// Thread safety: a value; send from any thread (each thread sends through sockets of its own).
 public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     public let address: PortAddress
-    /// The CURVE keys, for a port that requires CURVE, and a heartbeat other than the
-    /// address's default: boxed, so that the common port — and every message that carries
-    /// one — copies one reference for them, not several.
+    /// The CURVE keys, for a port that requires CURVE, and a heartbeat: boxed, so that the
+    /// common port — and every message that carries one — copies one reference for them,
+    /// not several.
     private var extras: Extras?
 
     /// What few ports have: CURVE keys, a heartbeat set by hand.
     private final class Extras: Sendable, Hashable {
         let serverKey: String?
         let clientKeys: PortKeyPair?
-        /// Whether `heartbeat` was set (else the address's default applies).
-        let heartbeatSet: Bool
         let heartbeat: PortHeartbeat?
 
-        init(serverKey: String?, clientKeys: PortKeyPair?, heartbeatSet: Bool, heartbeat: PortHeartbeat?) {
+        init(serverKey: String?, clientKeys: PortKeyPair?, heartbeat: PortHeartbeat?) {
             self.serverKey = serverKey
             self.clientKeys = clientKeys
-            self.heartbeatSet = heartbeatSet
             self.heartbeat = heartbeat
         }
 
         /// These extras, or nil if they hold nothing.
-        static func make(serverKey: String?, clientKeys: PortKeyPair?, heartbeatSet: Bool, heartbeat: PortHeartbeat?) -> Extras? {
-            guard serverKey != nil || clientKeys != nil || heartbeatSet else { return nil }
-            return Extras(serverKey: serverKey, clientKeys: clientKeys, heartbeatSet: heartbeatSet, heartbeat: heartbeat)
+        static func make(serverKey: String?, clientKeys: PortKeyPair?, heartbeat: PortHeartbeat?) -> Extras? {
+            guard serverKey != nil || clientKeys != nil || heartbeat != nil else { return nil }
+            return Extras(serverKey: serverKey, clientKeys: clientKeys, heartbeat: heartbeat)
         }
 
         static func == (lhs: Extras, rhs: Extras) -> Bool {
-            lhs.serverKey == rhs.serverKey && lhs.clientKeys == rhs.clientKeys
-                && lhs.heartbeatSet == rhs.heartbeatSet && lhs.heartbeat == rhs.heartbeat
+            lhs.serverKey == rhs.serverKey && lhs.clientKeys == rhs.clientKeys && lhs.heartbeat == rhs.heartbeat
         }
 
         func hash(into hasher: inout Hasher) {
             hasher.combine(serverKey)
             hasher.combine(clientKeys)
-            hasher.combine(heartbeatSet)
             hasher.combine(heartbeat)
         }
     }
@@ -52,21 +47,15 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
     /// connection makes a fresh pair, which no allow-list holds.
     public var clientKeys: PortKeyPair? { extras?.clientKeys }
 
-    /// The ZMTP heartbeats of a thread's connection to the port (`PortHeartbeat`), nil for
-    /// none. Unless set, `PortHeartbeat.tcpDefault` for a tcp address and none for ipc
-    /// (the kernel tells at once when a peer on this host dies) or inproc. A connection
-    /// lost to them fails the requests outstanding on it at once with `remoteInvalid`.
-    /// Ports that differ in it are different destinations: each has its own connections.
+    /// The ZMTP heartbeats of a thread's connection to the port (`PortHeartbeat`), nil (the
+    /// default) for none. A connection lost to them fails the requests outstanding on it at
+    /// once with `remoteInvalid`. Without them, a tcp connection is watched by the kernel's
+    /// keepalive, which a receiver that falls behind still answers (see `PortHeartbeat`);
+    /// over ipc the kernel tells at once when a peer on this host dies. Ports that differ
+    /// in it are different destinations: each has its own connections.
     public var heartbeat: PortHeartbeat? {
-        get {
-            guard let extras, extras.heartbeatSet else { return PortHeartbeat.default(for: address) }
-            return extras.heartbeat
-        }
-        set {
-            let isDefault = newValue == PortHeartbeat.default(for: address)
-            extras = Extras.make(serverKey: extras?.serverKey, clientKeys: extras?.clientKeys,
-                                 heartbeatSet: !isDefault, heartbeat: isDefault ? nil : newValue)
-        }
+        get { extras?.heartbeat }
+        set { extras = Extras.make(serverKey: extras?.serverKey, clientKeys: extras?.clientKeys, heartbeat: newValue) }
     }
 
     /// The heartbeat a connection sets: none within the process, whatever was set.
@@ -79,8 +68,7 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
         extras = nil
     }
 
-    /// A port reached with `heartbeat` (nil: none) rather than its address's default: see
-    /// `heartbeat`.
+    /// A port reached with `heartbeat` (nil: none): see `heartbeat`.
     public init(_ address: PortAddress, heartbeat: PortHeartbeat?) {
         self.init(address)
         self.heartbeat = heartbeat
@@ -98,7 +86,7 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
             throw .invalidKey("the server key of \(address) is not 40 characters of Z85")
         }
         self.address = address
-        extras = Extras(serverKey: curveServerKey, clientKeys: clientKeys, heartbeatSet: false, heartbeat: nil)
+        extras = Extras(serverKey: curveServerKey, clientKeys: clientKeys, heartbeat: nil)
     }
 
     /// The port registered under `name`, in this process or another of this user's
@@ -148,8 +136,15 @@ public struct RemotePort: Sendable, Hashable, CustomStringConvertible {
 /// did: within 2.5 intervals with the default timeout. Each PING also asks the peer to
 /// close the connection if it hears nothing from this side for `ttl`.
 ///
-/// Set on a `RemotePort` (`heartbeat`). Unset, a tcp port gets `tcpDefault`, an ipc or
-/// inproc port none.
+/// Off unless set on a `RemotePort` (`heartbeat`), because a PING is answered only once
+/// the receiver has read everything sent before it: a receiver that falls behind by more
+/// than `timeout` (its queue full while its handler works, or a backlog that takes that
+/// long to read) is taken for silent, and what libzmq still held for it is lost. Set them
+/// where the peer keeps up, as a requester does with a server that answers each request.
+/// Without them a tcp connection has the kernel's keepalive (a probe after 2 idle
+/// seconds, then every second; the third unanswered closes the connection), which the
+/// receiver's kernel answers however far behind its port is: a machine or network that
+/// vanished is noticed within 5 s of the connection going quiet, a frozen process never.
 public struct PortHeartbeat: Sendable, Hashable, CustomStringConvertible {
     /// How often a PING is sent (whole milliseconds, at least 1).
     public let interval: Duration
@@ -168,19 +163,10 @@ public struct PortHeartbeat: Sendable, Hashable, CustomStringConvertible {
         self.ttl = min(ttl ?? interval * 3, .milliseconds(6_553_599))
     }
 
-    /// A tcp port's heartbeat unless set: a PING a second, a peer silent for 1.5 s after
-    /// one is gone. A peer over the network can vanish without the connection ever
-    /// closing (its machine or link down, a NAT that forgets it), and without heartbeats a
-    /// request to it waits out its receive timeout (5 s by default) and a connection to it
-    /// stays "up" for ever; with them it is noticed within 2.5 s, for about 20 bytes a
-    /// second each way on an idle connection. ipc needs none: the kernel closes a dead
-    /// peer's socket at once.
+    /// A PING a second, a peer silent for 1.5 s after one taken for gone: what tcp ports
+    /// had unless set, before a receiver that fell behind was found to lose messages to it.
+    @available(*, deprecated, message: "tcp ports have no heartbeat unless set: use PortHeartbeat(interval: .seconds(1)) where the peer keeps up")
     public static let tcpDefault = PortHeartbeat(interval: .seconds(1))
-
-    /// The heartbeat a port at `address` gets unless it is set.
-    static func `default`(for address: PortAddress) -> PortHeartbeat? {
-        address.rawValue.hasPrefix("tcp://") ? tcpDefault : nil
-    }
 
     public var description: String { "PortHeartbeat(interval: \(interval), timeout: \(timeout), ttl: \(ttl))" }
 }

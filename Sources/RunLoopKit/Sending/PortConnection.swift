@@ -97,6 +97,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
             pollDescriptor = try socket.fileDescriptor
             if !target.isInProcess {
                 try socket.setOption(.reconnectInterval, -1)
+                if target.rawValue.hasPrefix("tcp://") { try TCPKeepalive.enable(on: socket) }
                 if let heartbeat = destination.effectiveHeartbeat {
                     try socket.setOption(.heartbeatInterval, Int32(clamping: heartbeat.interval.zmqMilliseconds))
                     try socket.setOption(.heartbeatTimeout, Int32(clamping: heartbeat.timeout.zmqMilliseconds))
