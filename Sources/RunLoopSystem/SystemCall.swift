@@ -19,6 +19,12 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let badDescriptor = Code(rawValue: EBADF)
         /// `EACCES`: permission denied.
         public static let permissionDenied = Code(rawValue: EACCES)
+        /// `EPERM`: the operation is not permitted, such as a write to, or growth of, a
+        /// memory file sealed against it.
+        public static let operationNotPermitted = Code(rawValue: EPERM)
+        /// `EBUSY`: the resource is in use, such as a memory file that a shared writable
+        /// mapping keeps from being sealed against writes.
+        public static let busy = Code(rawValue: EBUSY)
         /// `EEXIST`: the file exists.
         public static let fileExists = Code(rawValue: EEXIST)
         /// `ENOENT`: no such file (an ipc path), or `unbind`/`disconnect` of an endpoint the
