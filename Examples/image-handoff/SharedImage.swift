@@ -1,36 +1,22 @@
 import Glibc
 import RunLoopKit
 
-// The kernel calls this example makes beyond RunLoopKit's `Kernel` (which has no memfd,
-// seal or mapping call yet: shared memory for large data components is not built), each
-// through RunLoopKit's funnel, `systemCall` (errno read at the failure point, EINTR retried,
-// a typed `SystemCallError`). `systemCall` and `Kernel` are the package's own API: an
-// example may use them, an application outside the package makes these calls itself.
-
-/// `memfd_create(2)`, looked up in the C library: Glibc's module for Swift does not export
-/// it (it is `_GNU_SOURCE`), and this example adds no C target of its own.
-private let memfdCreate: @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32 = {
-    guard let symbol = dlsym(nil, "memfd_create") else { fatalError("this C library has no memfd_create") }
-    return unsafeBitCast(symbol, to: (@convention(c) (UnsafePointer<CChar>, UInt32) -> Int32).self)
-}()
-/// `MFD_CLOEXEC | MFD_ALLOW_SEALING`, from `<linux/memfd.h>`.
-private let memfdFlags: UInt32 = 0x1 | 0x2
-
-/// `fcntl(2)`'s seal commands and seals, from `<linux/fcntl.h>` (Glibc's module for Swift
-/// does not export them): `F_LINUX_SPECIFIC_BASE` (1024) + 9 and + 10.
-let addSealsCommand: Int32 = 1024 + 9, getSealsCommand: Int32 = 1024 + 10
-let sealSeal: Int32 = 0x1, sealShrink: Int32 = 0x2, sealGrow: Int32 = 0x4, sealWrite: Int32 = 0x8
+// The kernel calls this example makes, each through RunLoopKit's funnel (`Kernel`, over
+// `systemCall`: errno read at the failure point, EINTR retried, a typed `SystemCallError`),
+// memory files, seals and mappings included (`Kernel+MemoryFiles.swift`). `Kernel` is the
+// package's own API: an example may use it, an application outside the package makes these
+// calls itself.
 
 /// The seals that make a memfd's contents fixed: no write, no shrink, no growth, no new seal.
-let imageSeals: Int32 = sealWrite | sealShrink | sealGrow | sealSeal
+let imageSeals = MemoryFileSeals.immutable
 
 /// A memfd (close-on-exec, sealable) holding `bytes`, sealed with `imageSeals`: the
 /// receiver can map it and know that no one, its sender included, can change it under it.
 func sealedMemoryFile(named name: String, holding bytes: [UInt8]) throws(SystemCallError) -> Int32 {
-    let fd = try systemCall("memfd_create") { memfdCreate(name, memfdFlags) }
+    let fd = try Kernel.memoryFile(named: name)
     do throws(SystemCallError) {
         try Kernel.writeAll(fd, bytes)
-        try systemCall("fcntl(F_ADD_SEALS)") { fcntl(fd, addSealsCommand, imageSeals) }
+        try Kernel.addSeals(imageSeals, to: fd)
     } catch {
         Kernel.close(fd)
         throw error
@@ -38,30 +24,20 @@ func sealedMemoryFile(named name: String, holding bytes: [UInt8]) throws(SystemC
     return fd
 }
 
-/// The seals on `fd` (`F_GET_SEALS`).
-func seals(of fd: Int32) throws(SystemCallError) -> Int32 {
-    try systemCall("fcntl(F_GET_SEALS)") { fcntl(fd, getSealsCommand) }
-}
-
-/// Calls `body` with `fd`'s `count` bytes mapped read-only (`mmap(2)`, `MAP_SHARED`), and
-/// unmaps them after (`munmap(2)`).
-func withReadOnlyMapping<Result>(of fd: Int32, count: Int,
-                                 _ body: (UnsafeRawBufferPointer) -> Result) throws(SystemCallError) -> Result {
-    // MAP_FAILED is (void *)-1, so the funnel sees mmap's failure as any call's -1.
-    let address = try systemCall("mmap") { Int(bitPattern: mmap(nil, count, PROT_READ, MAP_SHARED, fd, 0)) }
-    defer { _ = try? systemCall("munmap") { munmap(UnsafeMutableRawPointer(bitPattern: address), count) } }
-    return body(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
-}
-
-/// An unnamed temporary file in `/tmp` holding `bytes`: made by `mkstemp(3)` and unlinked
-/// at once, so nothing is left behind however the program ends. Returns its descriptor.
+/// An unnamed temporary file in `/tmp` holding `bytes`: made close-on-exec under a name no
+/// other file has (`O_CREAT | O_EXCL`) and unlinked at once, so nothing is left behind
+/// however the program ends. Returns its descriptor.
 func temporaryFile(holding bytes: [UInt8]) throws(SystemCallError) -> Int32 {
-    var template = Array("/tmp/runloopkit-image-handoff-XXXXXX".utf8CString)
-    let fd = try systemCall("mkstemp") { template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) } }
-    let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    var fd: Int32 = -1
+    var path = ""
+    while fd < 0 {
+        path = "/tmp/runloopkit-image-handoff-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        do {
+            fd = try Kernel.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode: 0o600)
+        } catch where error.code == .fileExists {}
+    }
     do throws(SystemCallError) {
         try Kernel.unlink(path)
-        try systemCall("fcntl(F_SETFD)") { fcntl(fd, F_SETFD, FD_CLOEXEC) }
         try Kernel.writeAll(fd, bytes)
     } catch {
         Kernel.close(fd)

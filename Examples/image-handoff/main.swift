@@ -119,11 +119,11 @@ struct ImageHandoff: ParsableCommand {
                 return try answer(message.id) {
                     guard let fd = message.descriptors.first?.descriptor else { throw ExitCode.failure }
                     // Sealed against writes, so no one can change the bytes while they are read here.
-                    guard try seals(of: fd) & imageSeals == imageSeals else {
+                    guard try Kernel.seals(of: fd).isSuperset(of: imageSeals) else {
                         throw ValidationError("the memfd is not sealed against writes")
                     }
                     let size = Int(try Kernel.status(fd).st_size)
-                    return try withReadOnlyMapping(of: fd, count: size, checksum)
+                    return try Kernel.withMappingForReading(fd, count: size, checksum)
                 }
             case imageInOpenFile:
                 return try answer(message.id) {
