@@ -30,7 +30,7 @@ package struct MemoryFileSeals: OptionSet, Sendable, Hashable {
 /// a descriptor passed to another process shares), their seals and shared mappings of
 /// them, each call through `systemCall`.
 extension Kernel {
-    /// `memfd_create(2)` with `name` (for `/proc/self/fd` only: it names no path),
+    /// `memfd_create(2)` with `name` (seen only as `memfd:name` in `/proc`: it is no path),
     /// close-on-exec and sealable (`MFD_CLOEXEC | MFD_ALLOW_SEALING`), of size 0; returns
     /// the new descriptor. `notImplemented` where the C library has no `memfd_create`.
     package static func memoryFile(named name: String) throws(SystemCallError) -> Int32 {

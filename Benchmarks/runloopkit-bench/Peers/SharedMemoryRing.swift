@@ -1,5 +1,5 @@
-import CLinuxPoll
 import Glibc
+import RunLoopKit
 import Synchronization
 
 /// The `floor-shm` peer of `port-throughput-processes`: a ring of slots in a memfd that
@@ -31,8 +31,9 @@ final class SharedMemoryRing: @unchecked Sendable {
     let ready: Int32
     /// Written by the receiver when it frees a slot, read by the sender (blocking).
     let freed: Int32
+    /// The shared mapping of the whole memfd, header and slots, and where it starts.
+    private let mapping: UnsafeMutableRawBufferPointer
     private let base: UnsafeMutableRawPointer
-    private let mappedBytes: Int
     /// The side's own counter, kept locally too (only that side writes it).
     private var position: UInt64 = 0
 
@@ -45,37 +46,46 @@ final class SharedMemoryRing: @unchecked Sendable {
         return (min(65_536, max(8, (16 << 20) / stride)), stride)
     }
 
-    /// The sender's side: a new memfd and two eventfds.
+    /// The sender's side: a new memfd and two eventfds (each call through RunLoopKit's
+    /// funnel, `Kernel`; a bench has no use for a failure but to stop).
     init(payload: Int) {
         self.payload = payload
         (slotCount, stride) = Self.layout(payload: payload)
-        mappedBytes = Self.headerBytes + slotCount * stride
-        memory = Kernelish.memfd("runloopkit-bench.floor-shm")
-        guard ftruncate(memory, off_t(mappedBytes)) == 0 else { fatalError("ftruncate: errno \(errno)") }
-        ready = Kernelish.eventfd()
-        freed = Kernelish.eventfd()
-        base = Kernelish.map(memory, mappedBytes)
+        let mappedBytes = Self.headerBytes + slotCount * stride
+        do {
+            memory = try Kernel.memoryFile(named: "runloopkit-bench.floor-shm")
+            try Kernel.setSize(memory, to: mappedBytes)
+            ready = try Kernel.eventDescriptor()
+            freed = try Kernel.eventDescriptor()
+            mapping = try Kernel.mapForReadingAndWriting(memory, count: mappedBytes)
+        } catch {
+            fatalError("floor-shm: \(error)")
+        }
+        base = mapping.baseAddress!
         for index in 0..<5 { counter(index).initialize(to: Atomic<UInt64>(0)) }
     }
 
     /// The receiver's side, from descriptors received with the layout the sender sent;
     /// nil if the layout does not fit the memfd (a receiver maps only what it checked).
     init?(memory: Int32, ready: Int32, freed: Int32, slotCount: Int, stride: Int, payload: Int) {
-        var status = stat()
         guard slotCount >= 1, slotCount <= 65_536, payload >= 8, payload <= stride, stride <= 1 << 26,
-              fstat(memory, &status) == 0, status.st_size >= off_t(Self.headerBytes + slotCount * stride)
+              let status = try? Kernel.status(memory), status.st_size >= off_t(Self.headerBytes + slotCount * stride)
         else { return nil }
         (self.memory, self.ready, self.freed) = (memory, ready, freed)
         (self.slotCount, self.stride, self.payload) = (slotCount, stride, payload)
-        mappedBytes = Self.headerBytes + slotCount * stride
-        base = Kernelish.map(memory, mappedBytes)
+        do {
+            mapping = try Kernel.mapForReadingAndWriting(memory, count: Self.headerBytes + slotCount * stride)
+        } catch {
+            fatalError("floor-shm: \(error)")
+        }
+        base = mapping.baseAddress!
     }
 
     deinit {
-        munmap(base, mappedBytes)
-        Glibc.close(memory)
-        Glibc.close(ready)
-        Glibc.close(freed)
+        try? Kernel.unmap(UnsafeRawBufferPointer(mapping))
+        Kernel.close(memory)
+        Kernel.close(ready)
+        Kernel.close(freed)
     }
 
     private func counter(_ index: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
@@ -155,37 +165,11 @@ final class SharedMemoryRing: @unchecked Sendable {
     }
 }
 
-/// The few kernel calls the shared-memory peer needs that Glibc's Swift module does not
-/// export or that take C macros: memfd_create, mmap, and descriptors over a Unix socket.
+/// The Unix datagram socket over which the shared-memory peer passes its descriptors
+/// (`SCM_RIGHTS`, blocking): the part of the peer not made through RunLoopKit's `Kernel`,
+/// whose descriptor passing is connected, non-blocking `SOCK_SEQPACKET`. The memfd, its
+/// mapping and the eventfds are made through `Kernel`.
 enum Kernelish {
-    private typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
-
-    /// `memfd_create`, looked up at run time (glibc declares it only under _GNU_SOURCE).
-    private static let memfdCreate: MemfdCreate = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else {
-            fatalError("this libc has no memfd_create")
-        }
-        return unsafeBitCast(symbol, to: MemfdCreate.self)
-    }()
-
-    static func memfd(_ name: String) -> Int32 {
-        let descriptor = memfdCreate(name, 1) // MFD_CLOEXEC
-        guard descriptor >= 0 else { fatalError("memfd_create: errno \(errno)") }
-        return descriptor
-    }
-
-    static func eventfd() -> Int32 {
-        let descriptor = CLinuxPoll.eventfd(0, Int32(EFD_CLOEXEC))
-        guard descriptor >= 0 else { fatalError("eventfd: errno \(errno)") }
-        return descriptor
-    }
-
-    static func map(_ descriptor: Int32, _ count: Int) -> UnsafeMutableRawPointer {
-        guard let address = mmap(nil, count, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
-              address != UnsafeMutableRawPointer(bitPattern: -1) else { fatalError("mmap: errno \(errno)") }
-        return address
-    }
-
     /// A Unix datagram socket, bound to `path` when given.
     static func datagramSocket(boundTo path: String? = nil) -> Int32 {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
