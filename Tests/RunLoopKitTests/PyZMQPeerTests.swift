@@ -238,6 +238,80 @@ final class PyZMQPeerTests: XCTestCase {
         XCTAssertEqual(fcntl(try XCTUnwrap(fds.first), F_GETFD), -1, "the message closed its descriptor after the handler")
     }
 
+    /// The same listing, its process made to reach its end before its message can leave:
+    /// the port's socket is renamed away before the listing starts (its ZeroMQ connection
+    /// fails and is retried), and put back only when the listing's own code closes its
+    /// socket or terminates its context, or, if it never does, once the listing ended. A
+    /// send only queues the message in libzmq, whose I/O thread ends with the process: the
+    /// listing must wait for it to be written out before it ends, or the message is lost.
+    func testTheDescriptorListingWaitsForItsMessageToLeaveBeforeItsProcessEnds() throws {
+        guard pythonCanImportZMQ() else {
+            return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
+        }
+        var read: [String] = []
+        let port = try LocalPort(name: "descriptor-listing-late-\(getpid())-\(UInt32.random(in: .min ... .max))") { message in
+            for descriptor in message.descriptors {
+                var bytes = [UInt8](repeating: 0, count: 64)
+                let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor.descriptor ?? -1, $0.baseAddress, $0.count) }
+                read.append(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self))
+            }
+            return nil
+        }
+        defer { port.invalidate() }
+        loop.add(port, to: .default)
+        let path = String(port.remote.address.rawValue.dropFirst("ipc://".count))
+        let hidden = path + ".hidden"
+        XCTAssertEqual(rename(path, hidden), 0, "renaming \(path): errno \(errno)")
+        defer { _ = rename(hidden, path) } // before the port's invalidation removes it
+
+        // Runs the listing, and puts the port's socket back as the listing's own code (not
+        // the interpreter's teardown) first closes a socket or terminates a context.
+        let wrapper = """
+            import os, runpy, sys, zmq
+            listing, path, hidden = sys.argv[1:]
+            def reopening(cls, name):
+                real = getattr(cls, name)
+                def call(self, *args, **kwargs):
+                    if sys._getframe(1).f_code.co_filename == listing and os.path.exists(hidden):
+                        os.rename(hidden, path)
+                    return real(self, *args, **kwargs)
+                setattr(cls, name, call)
+            for cls, name in ((zmq.Socket, "close"), (zmq.Context, "term"), (zmq.Context, "destroy")):
+                reopening(cls, name)
+            runpy.run_path(listing, run_name="__main__")
+            """
+        let files = try [descriptorListing(path: path), wrapper].enumerated().map { index, text in
+            let file = FileManager.default.temporaryDirectory
+                .appendingPathComponent("wire-format-descriptors-late-\(index)-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
+            try text.write(to: file, atomically: true, encoding: .utf8)
+            return file
+        }
+        defer { for file in files { try? FileManager.default.removeItem(at: file) } }
+        let listing = try SpawnedProcess([Self.python, files[1].path, files[0].path, path, hidden], reapedByCaller: true)
+        var listingEnd: ChildExit?
+        loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
+        defer { Self.end(listing, ended: { listingEnd != nil }) }
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !read.isEmpty || listingEnd != nil }))
+        if access(hidden, F_OK) == 0 { _ = rename(hidden, path) } // the listing ended without closing: too late now
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !read.isEmpty }),
+                      "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
+        XCTAssertEqual(read, ["through a pipe"])
+        XCTAssertEqual(port.statistics.messagesDropped, 0)
+    }
+
+    /// The Python listing of `docs/wire-format.md`'s "Descriptors", its socket path made `path`.
+    private func descriptorListing(path: String) throws -> String {
+        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
+        let start = try XCTUnwrap(document.range(of: "## Descriptors\n")?.upperBound)
+        let end = try XCTUnwrap(document[start...].range(of: "\n## ")?.lowerBound)
+        let blocks = document[start..<end].components(separatedBy: "```python\n").dropFirst()
+        let listing = try XCTUnwrap(blocks.first?.components(separatedBy: "```").first)
+        let documented = "/run/user/1000/runloopkit/printer.sock"
+        XCTAssertTrue(listing.contains(documented))
+        return listing.replacingOccurrences(of: documented, with: path)
+    }
+
     /// Debian's Python, which `scripts/install-dependencies.sh` gives pyzmq (`python3-zmq`);
     /// not whatever `python3` comes first on the PATH.
     private static let python = "/usr/bin/python3"
