@@ -67,6 +67,11 @@ static inline int clinux_set_timer_slack(unsigned long nanoseconds) {
     return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
 }
 
+/// The calling thread's timer slack in nanoseconds (`prctl(PR_GET_TIMERSLACK)`).
+static inline long clinux_get_timer_slack(void) {
+    return (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+}
+
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>

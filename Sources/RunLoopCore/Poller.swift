@@ -46,6 +46,10 @@ package final class Poller: @unchecked Sendable {
     /// before every sleep of a requester.
     @exclusivity(unchecked) private var farDeadlineTimer: FarDeadlineTimer?
 
+    /// Whether the loop's thread sleeps with 1 µs of timer slack yet: set before the first
+    /// sleep with a deadline, since only a timed sleep has slack. Loop thread only.
+    @exclusivity(unchecked) private var hasFineTimerSlack = false
+
     /// The far-deadline timer's timerfd, once made, for tests that read it back from the
     /// kernel. Loop thread only.
     package var farDeadlineTimerDescriptor: Int32? { farDeadlineTimer?.descriptor }
@@ -119,6 +123,7 @@ package final class Poller: @unchecked Sendable {
     /// `poll` set it only looks, without sleeping. (Read back, not handed to a closure:
     /// hot-path: borrow-not-copy (docs/optimization-tips.md).)
     func wait(until deadline: Deadline, poll: Bool) throws(SystemCallError) -> Int {
+        if !poll && !hasFineTimerSlack && deadline != .distantFuture { setFineTimerSlack() }
         guard let pollSet else {
             // No descriptors to look at: only a sleep, if no wake-up is pending.
             defer { state.pointee.store(0, ordering: .releasing) }
@@ -206,6 +211,16 @@ package final class Poller: @unchecked Sendable {
     private func countMillisecondWait(until deadline: Deadline, count: Int) {
         millisecondWaits += 1
         if count == 0 && deadline != .distantFuture && Deadline.now() < deadline { millisecondWaitsEndedEarly += 1 }
+    }
+
+    /// Timers say how late they may fire (tolerance), so the kernel's own slack (50 µs by
+    /// default) would only make them later: a loop's thread sleeps with 1 µs of slack. Set
+    /// once, on the loop's thread, before its first timed sleep (a thread whose loop only
+    /// ever sleeps without a deadline, a worker's between perform requests, makes no `prctl`).
+    @inline(never)
+    private func setFineTimerSlack() {
+        hasFineTimerSlack = true
+        _ = clinux_set_timer_slack(1_000)
     }
 
     /// Sets `sleeping` if no wake-up is pending; returns whether it did.

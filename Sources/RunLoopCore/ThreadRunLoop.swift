@@ -111,9 +111,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
     /// reference until the thread exits and the key's destructor tears the loop down).
     private func bindToCallingThread() {
         pthread_setspecific(ThreadRunLoop.threadKey, Unmanaged.passRetained(self).toOpaque())
-        // Timers say how late they may fire (tolerance), so the kernel's own slack (50 µs by
-        // default) would only make them later: a loop's thread sleeps with 1 µs of slack.
-        _ = clinux_set_timer_slack(1_000)
+        // The loop's thread gets its 1 µs timer slack from the poller, before its first timed sleep.
     }
 
     /// The main thread's run loop, from any thread.

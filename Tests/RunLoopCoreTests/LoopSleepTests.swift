@@ -1,3 +1,4 @@
+import CLinuxPoll
 import Dispatch
 import Foundation
 @testable import RunLoopCore
@@ -42,6 +43,28 @@ final class LoopSleepTests: XCTestCase {
         waitOrFail(received, "the message")
         XCTAssertEqual(try worker.loop.performAndWait { 42 }, 42, "a wake-up reaches a loop asleep in its poll set")
         try worker.loop.performAndWait { ThreadRunLoop.current.removeEverywhere(.port(port)) }
+        worker.stop()
+    }
+
+    // MARK: - Timer slack
+
+    /// The kernel may make a timed sleep later by the thread's timer slack (50 µs by default);
+    /// a loop's thread sleeps with 1 µs, set before its first timed sleep, so a timer is late
+    /// by its own tolerance only. (Without the setting, this thread keeps the 50 µs it is given.)
+    func testALoopSleepsUntilItsTimerWithOneMicrosecondOfTimerSlack() throws {
+        let fired = DispatchSemaphore(value: 0)
+        let slackAtFire = LockedValue<Int>(0)
+        let worker = LoopThread()
+        try worker.loop.performAndWait {
+            XCTAssertEqual(clinux_set_timer_slack(50_000), 0, "the kernel's default, as a thread starts with")
+            let timer = LoopTimer(after: .milliseconds(5)) { _ in
+                slackAtFire.withLock { $0 = clinux_get_timer_slack() }
+                fired.signal()
+            }
+            ThreadRunLoop.current.add(timer, to: .default)
+        }
+        waitOrFail(fired, "the timer")
+        XCTAssertEqual(slackAtFire.withLock { $0 }, 1_000, "the loop slept until its timer with 1 µs of slack")
         worker.stop()
     }
 
