@@ -18,6 +18,18 @@ extension LocalPort: PortBasedSource, WireReceiver {
         return true
     }
 
+    /// Whether the port's ROUTER still keeps a pipe to a peer (a connection, or what is
+    /// left of one), with room for a reply: `ZMQ_EVENTS`' `POLLOUT`, which a ROUTER with
+    /// `ZMQ_ROUTER_MANDATORY` sets while any peer's pipe can take a message. A departed
+    /// requester's pipe is dropped only by the last command of its end (libzmq's
+    /// `pipe_term_ack`, which its I/O thread sends once the socket answered its
+    /// `pipe_term`), so false proves every end processed: the loop has nothing left to do
+    /// for them. Asking runs the socket's pending commands. Owner thread only; for tests.
+    var keepsAnyPeer: Bool {
+        guard socket.isOpen, let events = try? socket.events else { return false }
+        return events.contains(.pollOut)
+    }
+
     /// A ROUTER that binds: what a peer sent before hanging up stays until it is read.
     package var canAskInsteadOfDraining: Bool { true }
 
