@@ -30,6 +30,8 @@ struct DescriptorTable {
         case source(DescriptorSource)
         /// Dispatch's main queue (main thread's loop only; see `ThreadRunLoop+MainQueue`).
         case mainQueue
+        /// The loop's own upkeep, watched in every mode (`LoopHousekeeping`).
+        case housekeeping(LoopHousekeeping)
     }
 
     /// One descriptor in (or wanting to be in) the poll set.
@@ -70,6 +72,7 @@ struct DescriptorTable {
     /// The next token's serial number; never 0, so no token is `Poller.wakeToken` (0).
     private var nextSerial: UInt64 = 1
     private var bySource: [ObjectIdentifier: Registration] = [:]
+    private var byHousekeeping: [ObjectIdentifier: Registration] = [:]
     /// Registrations whose wanted events may differ from their registered ones.
     private var changed: [Registration] = []
     /// Level-triggered registrations with events (or a loss) to hand out, in the order seen.
@@ -136,6 +139,24 @@ struct DescriptorTable {
         appliedMode = nil // bring it in line at the next sleep
         return registration
     }
+
+    /// A registration for `housekeeping`'s descriptor, wanted in every mode from the next sleep on.
+    mutating func registerHousekeeping(_ housekeeping: LoopHousekeeping) {
+        let id = ObjectIdentifier(housekeeping)
+        guard byHousekeeping[id] == nil else { return }
+        let registration = makeRegistration(housekeeping.descriptor, .housekeeping(housekeeping))
+        byHousekeeping[id] = registration
+        markChanged(registration)
+    }
+
+    /// Takes `housekeeping`'s descriptor out of the poll set at once and forgets it.
+    mutating func unregisterHousekeeping(_ housekeeping: LoopHousekeeping, poller: Poller) {
+        guard let registration = byHousekeeping.removeValue(forKey: ObjectIdentifier(housekeeping)) else { return }
+        unregister(registration, poller: poller)
+    }
+
+    /// Whether `registration` is still in the table (a handler run before it may have removed it).
+    func isRegistered(_ registration: Registration) -> Bool { holds(registration) }
 
     /// Takes a registration out of the poll set at once and forgets it. Nothing of the
     /// table holds it afterwards, so it keeps no port source alive.
@@ -212,6 +233,7 @@ struct DescriptorTable {
         switch registration.client {
         case .port(let port): return port.isPaused ? 0 : EPOLLIN.rawValue
         case .mainQueue: return mainQueueWanted ? EPOLLIN.rawValue : 0
+        case .housekeeping(let housekeeping): return housekeeping.epollEvents
         case .source(let source):
             guard registration.lostError == nil, items.contains(.descriptor(source)) else { return 0 }
             return source.wantedEpollEvents
@@ -243,8 +265,12 @@ struct DescriptorTable {
     }
 
     private mutating func setRegistered(_ registration: Registration, _ events: UInt32) {
+        // Housekeeping waits for a busy port's drain: it does not make every pass look.
         let levelTriggered: Bool
-        if case .port = registration.client { levelTriggered = false } else { levelTriggered = true }
+        switch registration.client {
+        case .port, .housekeeping: levelTriggered = false
+        case .source, .mainQueue: levelTriggered = true
+        }
         if levelTriggered {
             if registration.registeredEvents == 0 && events != 0 { levelTriggeredWatched += 1 }
             if registration.registeredEvents != 0 && events == 0 { levelTriggeredWatched -= 1 }

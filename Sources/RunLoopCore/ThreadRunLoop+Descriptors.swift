@@ -61,6 +61,9 @@ extension ThreadRunLoop {
                     drainMainQueue()
                     handled = true
                 }
+            case .housekeeping(let housekeeping):
+                // Never a handled source; skipped if an earlier handler of this batch removed it.
+                if descriptors.isRegistered(registration) { housekeeping.handler() }
             case .port:
                 break // ports are queued by `PortSourceTable`
             }

@@ -42,4 +42,21 @@ extension Kernel {
         let count = try systemCall("poll") { poll(&entry, 1, 0) }
         return count == 1 && entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0
     }
+
+    /// `timerfd_create(2)` on `CLOCK_MONOTONIC` (`Deadline`'s clock), non-blocking and
+    /// close-on-exec, disarmed: readable once armed and expired.
+    package static func timerDescriptor() throws(SystemCallError) -> Int32 {
+        try systemCall("timerfd_create") { timerfd_create(CLOCK_MONOTONIC, Int32(TFD_CLOEXEC | TFD_NONBLOCK)) }
+    }
+
+    /// `timerfd_settime(2)`: arms `timer` to expire once at `deadline` (absolute), or
+    /// disarms it (nil). Either way it is no longer readable for an expiry before.
+    package static func setTimer(_ timer: Int32, at deadline: Deadline?) throws(SystemCallError) {
+        var value = itimerspec()
+        if let deadline {
+            let raw = max(deadline.rawValue, 1) // all zeros would disarm it
+            value.it_value = timespec(tv_sec: Int(raw / 1_000_000_000), tv_nsec: Int(raw % 1_000_000_000))
+        }
+        _ = try systemCall("timerfd_settime") { timerfd_settime(timer, Int32(TFD_TIMER_ABSTIME), &value, nil) }
+    }
 }
