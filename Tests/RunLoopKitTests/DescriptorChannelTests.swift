@@ -162,6 +162,7 @@ final class DescriptorChannelTests: XCTestCase {
             sender.revoke(revoked)
             receiver.drain()
             XCTAssertEqual(receiver.counters.closedUnclaimed, 3, "two over the bound, one revoked")
+            XCTAssertEqual(receiver.counters.overBound, 2)
             XCTAssertNil(receiver.take(over, from: getpid()))
             XCTAssertNil(receiver.take(revoked, from: getpid()))
             XCTAssertEqual(try XCTUnwrap(receiver.take(kept, from: getpid())).count, 3)

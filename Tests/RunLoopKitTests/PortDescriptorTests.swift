@@ -280,6 +280,7 @@ final class PortDescriptorTests: XCTestCase {
             case "pipe": return try sendPipe(to: parts[1])
             case "many": return try sendTenThousand(to: parts[1])
             case "killed": return try attachAndWaitToBeKilled(to: parts[1])
+            case "answered": return try attachAfterAnAnswerAndWaitToBeKilled(to: parts[1])
             default: return childReport(false, "unknown scenario \(parts[0])")
             }
         } catch {
@@ -331,6 +332,25 @@ final class PortDescriptorTests: XCTestCase {
         let socketPath = String(remote.address.rawValue.dropFirst("ipc://".count))
         let sender = try DescriptorSender(path: PortDirectory.Registration.descriptorPath(ofSocket: socketPath))
         for _ in 0..<3 { _ = try sender.attach([ends.write]) } // more packets than one read of each connection takes
+        print("ATTACHED \(getpid())")
+        fflush(nil)
+        alarm(60) // the parent kills it long before; never outlive a parent that failed
+        while true { pause() }
+    }
+
+    /// Sends a pipe's read end, the pipe holding "from the child", in a request; once it is
+    /// answered (the port has taken everything it had read), attaches the write end three
+    /// times on a connection of its own, which no message of the port then reads, without
+    /// the messages that would name them; says so, and waits to be killed.
+    private static func attachAfterAnAnswerAndWaitToBeKilled(to name: String) throws -> Bool {
+        let ends = try pipe()
+        try write(ends.write, "from the child")
+        let remote = try RemotePort(named: name)
+        _ = try remote.sendRequest(LoopMessage(id: 1, components: [.descriptor(MessageDescriptor(adopting: ends.read))]),
+                                   receiveTimeout: .seconds(20))
+        let socketPath = String(remote.address.rawValue.dropFirst("ipc://".count))
+        let sender = try DescriptorSender(path: PortDirectory.Registration.descriptorPath(ofSocket: socketPath))
+        for _ in 0..<3 { _ = try sender.attach([ends.write]) }
         print("ATTACHED \(getpid())")
         fflush(nil)
         alarm(60) // the parent kills it long before; never outlive a parent that failed
@@ -393,7 +413,18 @@ extension PortDescriptorTests {
         XCTAssertEqual(port.descriptorReceiver?.counters.taken, 10_001)
     }
 
-    func testASenderKilledBetweenItsDescriptorsAndItsMessageLeavesNoneOpenAfterTheGrace() throws {
+    /// Runs this thread's loop in `mode` until `condition` holds, at most `limit`. What a
+    /// port's side channel watches (hang-ups, its timer) is upkeep, not a source: it never
+    /// ends a run, so the loop runs in slices of 5 ms (each ended by its deadline), the
+    /// condition looked at between them.
+    private func runLoop(in mode: LoopMode, within limit: Duration, until condition: () -> Bool) -> Bool {
+        waitUntil(within: limit) {
+            _ = loop.run(mode: mode, until: .after(.milliseconds(5)), returnAfterSourceHandled: true)
+            return condition()
+        }
+    }
+
+    func testASenderKilledBetweenItsDescriptorsAndItsMessageLeavesNoneOpenOnceTheGraceHasRunWithoutAnotherMessage() throws {
         let mode = uniqueMode("killed")
         let name = uniqueName("killed")
         var taken: [Int32] = []
@@ -405,24 +436,86 @@ extension PortDescriptorTests {
         }
         defer { port.invalidate() }
         loop.add(port, to: mode)
+        let grace = Duration.milliseconds(300)
+        port.descriptorReceiver?.orphanGrace = grace
         let child = try SpawnedProcess(childExecutableArguments(#function),
                                        environment: [Self.scenarioVariable: "killed:\(name)"])
         XCTAssertNotNil(child.waitForFirstLine(containing: ["ATTACHED"]), child.stdout + child.stderr)
         XCTAssertTrue(runCurrentLoop(in: mode) { handled == 1 })
         XCTAssertEqual(kill(child.pid, SIGKILL), 0)
         guard case .signalled(SIGKILL, _) = child.waitForExit() else { return XCTFail("not killed: \(child.stdout)") }
+        let killed = Deadline.now()
         let read = try XCTUnwrap(taken.first)
         defer { Kernel.close(read) }
         XCTAssertEqual(Self.read(read), "from the child")
         XCTAssertNil(Self.read(read), "no end of file: the write end the dead child attached waits in the port")
-        // Its connection closed: past the grace, the next descriptors the port receives sweep it.
-        port.descriptorReceiver?.orphanGrace = .zero
-        let other = try Self.pipe()
-        defer { Kernel.close(other.read) }
-        try port.remote.send(LoopMessage(id: 2, components: [.descriptor(MessageDescriptor(adopting: other.write))]))
-        XCTAssertTrue(runCurrentLoop(in: mode) { handled == 2 })
-        XCTAssertEqual(Self.read(read), "", "end of file: the orphaned write end was closed")
+        // No other message comes: the idle loop sees the hang-up, and the grace runs out on its timer.
+        XCTAssertTrue(runLoop(in: mode, within: .seconds(10)) { Self.read(read) == "" },
+                      "end of file: every copy of the orphaned write end was closed, in the port and in flight")
+        XCTAssertGreaterThanOrEqual(Deadline.now() - killed, grace, "not before the grace: its message could still come")
+        XCTAssertEqual(try Self.copies(ofPipe: read), 1, "the receiver holds only the read end its handler took")
         XCTAssertEqual(port.descriptorReceiver?.counters.closedUnclaimed, 3)
+        XCTAssertEqual(port.descriptorReceiver?.unclaimedCount, 0)
         taken.dropFirst().forEach(Kernel.close)
+    }
+
+    func testDescriptorsASenderAttachedOnAConnectionNoMessageReadAreClosedAfterItIsKilled() throws {
+        let mode = uniqueMode("answered")
+        let name = uniqueName("answered")
+        var taken: [Int32] = []
+        let port = try LocalPort(name: name) { message in
+            if let fd = message.descriptors.first?.take() { taken.append(fd) }
+            return LoopMessage(id: 2, text: "taken")
+        }
+        defer { port.invalidate() }
+        loop.add(port, to: mode)
+        port.descriptorReceiver?.orphanGrace = .milliseconds(100)
+        let child = try SpawnedProcess(childExecutableArguments(#function),
+                                       environment: [Self.scenarioVariable: "answered:\(name)"])
+        XCTAssertTrue(runCurrentLoop(in: mode) { taken.count == 1 })
+        // The loop does not run meanwhile: the child's new connection waits in the listener's backlog.
+        XCTAssertNotNil(child.waitForFirstLine(containing: ["ATTACHED"]), child.stdout + child.stderr)
+        XCTAssertEqual(kill(child.pid, SIGKILL), 0)
+        guard case .signalled(SIGKILL, _) = child.waitForExit() else { return XCTFail("not killed: \(child.stdout)") }
+        let read = try XCTUnwrap(taken.first)
+        defer { Kernel.close(read) }
+        XCTAssertEqual(Self.read(read), "from the child")
+        XCTAssertNil(Self.read(read), "no end of file: the attached write ends are in the side channel's queue")
+        XCTAssertTrue(runLoop(in: mode, within: .seconds(10)) { Self.read(read) == "" },
+                      "end of file: the connection was accepted, read to its end and its descriptors closed")
+        XCTAssertEqual(port.descriptorReceiver?.counters.closedUnclaimed, 3)
+        XCTAssertEqual(try Self.copies(ofPipe: read), 1)
+    }
+
+    func testAFloodOfDescriptorPacketsWithoutMessagesFromALiveSenderIsBoundedAndClosedAfterItsLifetime() throws {
+        let mode = uniqueMode("flood")
+        var handled = 0
+        let port = try LocalPort(name: uniqueName("flood")) { _ in handled += 1; return nil }
+        defer { port.invalidate() }
+        loop.add(port, to: mode)
+        let receiver = try XCTUnwrap(port.descriptorReceiver)
+        let ends = try Self.pipe()
+        defer { Kernel.close(ends.read) }
+        // A live sender of this user that attaches and never sends a message: 2,048 copies of
+        // the write end, 8 a packet, read by the port as it reads ahead for other messages.
+        let socketPath = String(port.remote.address.rawValue.dropFirst("ipc://".count))
+        let hostile = try DescriptorSender(path: PortDirectory.Registration.descriptorPath(ofSocket: socketPath))
+        for packet in 1...256 {
+            _ = try hostile.attach(Array(repeating: ends.write, count: 8), before: .after(.seconds(10)))
+            if packet % 16 == 0 { receiver.drain() } // few in flight at a time (the kernel bounds a user's)
+        }
+        Kernel.close(ends.write)
+        XCTAssertEqual(receiver.unclaimedCount, receiver.maxUnclaimedPerConnection, "bounded in count")
+        XCTAssertEqual(receiver.counters.overBound, 2_048 - receiver.maxUnclaimedPerConnection)
+        XCTAssertEqual(try Self.copies(ofPipe: ends.read), 1 + receiver.maxUnclaimedPerConnection)
+        // And in time: past their lifetime the port's timer closes them, the sender still alive.
+        receiver.unclaimedLifetime = .milliseconds(200)
+        XCTAssertTrue(runLoop(in: mode, within: .seconds(10)) { Self.read(ends.read) == "" },
+                      "end of file: no copy of the write end is left")
+        XCTAssertEqual(receiver.counters.expired, receiver.maxUnclaimedPerConnection)
+        XCTAssertEqual(receiver.counters.closedUnclaimed, 2_048)
+        XCTAssertEqual(try Self.copies(ofPipe: ends.read), 1)
+        XCTAssertEqual(handled, 0)
+        withExtendedLifetime(hostile) {}
     }
 }

@@ -1,12 +1,41 @@
 import Glibc
+import RunLoopCore
 import RunLoopSystem
 
 /// The receiving end of a port's descriptor side channel: a unix `SOCK_SEQPACKET` listener
-/// beside the port's ipc socket, whose descriptor (`descriptor`) sits in the loop's poll
-/// set. It accepts connections of this user only (`SO_PEERCRED`), reads every packet
-/// queued without waiting (`drain()`), and keeps each `attach` packet's descriptors under
-/// its token and the sending process, until the ZeroMQ message that names them takes them
-/// (`take(_:from:)`). What no message takes is bounded per connection and closed.
+/// beside the port's ipc socket. It accepts connections of this user only (`SO_PEERCRED`),
+/// reads packets without waiting, a connection's no further than its messages need
+/// (`take(_:from:)`), and keeps each `attach` packet's descriptors under its token and the
+/// sending process, until the ZeroMQ message that names them takes them. What no message
+/// takes is closed, bounded by what is alive:
+///
+/// - **A sender that is gone.** Once watched by its port's loop (`watch(on:)`), the
+///   listener and each connection's hang-up are in the loop's poll set (`LoopHousekeeping`,
+///   every mode, no source): a connection whose sender closed it (the sending thread ended,
+///   the process exited or was killed) is read to its end and closed at once, and what it
+///   attached becomes orphans, closed `orphanGrace` after the hang-up, by a timer (a
+///   timerfd in the same poll set, armed only while descriptors wait; an idle port has no
+///   timer). Why a grace, not a proof: the hang-up only says the sender can send no more.
+///   Its message may be ahead of the hang-up and not yet in the port's queue: a killed
+///   process's message that reached its ipc connection is still to be read by the port's
+///   ZeroMQ I/O thread (which reads a dead connection to its end before it drops it), and
+///   a thread's last inproc message sits in the port's queue until the port reads it. A
+///   message not written out before the process died is lost with it and will never come.
+///   Proving that nothing of that process can still come would take the port's ZeroMQ
+///   connection from the same pid seen gone (a socket monitor on every named port, whose
+///   events carry no pid) and then the port's queue read to its end; the grace bounds it
+///   instead, at the cost that a dead sender's message queued behind more than
+///   `orphanGrace` of the port's backlog loses its descriptors (dropped, counted
+///   `unknownDescriptors`), as before.
+/// - **A live sender whose messages do not come** (a hostile one, or one that never sends
+///   them): its descriptors are bounded per connection (`maxUnclaimedPerConnection`; the
+///   excess closes at once) and in time (`unclaimedLifetime` after they were read, by the
+///   same timer). Both drops are counted (`overBound`, `expired`) and logged, at most once
+///   per connection and per sweep. Packets not read yet stay in the kernel's queue of the
+///   connection, bounded by its send buffer (the sender waits, `wouldBlock`).
+///
+/// Without `watch(on:)` (a receiver of its own, in a test), orphans and expired
+/// descriptors are closed at the next `drain()` or `take(_:from:)`.
 ///
 /// Thread safety: none; the port's loop thread's.
 package final class DescriptorReceiver {
@@ -24,12 +53,19 @@ package final class DescriptorReceiver {
         package var connectionsRefused = 0
         /// Packets that were not the side channel's (dropped with their descriptors).
         package var malformedPackets = 0
+        /// Descriptors closed over a connection's bound (also in `closedUnclaimed`).
+        package var overBound = 0
+        /// Descriptors of a live connection closed after `unclaimedLifetime` without their
+        /// message (also in `closedUnclaimed`).
+        package var expired = 0
     }
 
     private struct Entry {
         let pid: pid_t
         let connection: Int32
         let descriptors: [MessageDescriptor]
+        /// When it was read: it waits for its message `unclaimedLifetime` from then.
+        let readAt: Deadline
         /// When its connection closed (it waits for its message a grace period), or nil.
         var orphanedAt: Deadline?
     }
@@ -37,6 +73,10 @@ package final class DescriptorReceiver {
     private struct Connection {
         let pid: pid_t
         var unclaimed = 0
+        /// Its hang-up in the loop's poll set, once watched (`watch(on:)`).
+        var hangUp: LoopHousekeeping?
+        /// Whether a drop over its bound was logged (once per connection).
+        var loggedOverBound = false
     }
 
     /// The listener, readable when a connection is pending; connections are read at each `drain()`.
@@ -48,6 +88,14 @@ package final class DescriptorReceiver {
     private var connections: [Int32: Connection] = [:]
     private var entries: [DescriptorToken: Entry] = [:]
     private let uid = getuid()
+    /// The loop whose poll set watches the listener, the hang-ups and the timer; nil until `watch(on:)`.
+    private weak var loop: ThreadRunLoop?
+    private var listenerWatch: LoopHousekeeping?
+    /// The timerfd of the next deadline, made at its first arming, and its watch.
+    private var timer: Int32 = -1
+    private var timerWatch: LoopHousekeeping?
+    /// When the timer fires, if armed (it may fire early: a sweep then arms it again).
+    private var timerArmedAt: Deadline?
 
     /// Listens at `path` (replacing nothing: `addressInUse` if something is there).
     package init(path: String, maxUnclaimedPerConnection: Int = 1024) throws(SystemCallError) {
@@ -69,15 +117,70 @@ package final class DescriptorReceiver {
     package var unclaimedCount: Int { entries.values.reduce(0) { $0 + $1.descriptors.count } }
 
     /// How long descriptors whose connection closed (their sender exited or was killed)
-    /// wait for their message: it may still be in the port's ZeroMQ queue. Past it, the
-    /// next `drain()` closes them.
-    package var orphanGrace = Duration.seconds(10)
+    /// wait for their message, from the hang-up: it may still be on its way to the port's
+    /// ZeroMQ queue, or in it (see the type's comment). Past it, the timer closes them.
+    /// A change applies to what waits already.
+    package var orphanGrace = Duration.seconds(10) { didSet { armTimer() } }
+
+    /// How long descriptors of a live connection wait for their message once read: a
+    /// legitimate sender's message follows its packet at once, and is read no later than
+    /// the port's backlog allows; past it, they are closed (`expired`), and the message,
+    /// if it comes, is dropped (`unknownDescriptors`). A change applies to what waits already.
+    package var unclaimedLifetime = Duration.seconds(60) { didSet { armTimer() } }
+
+    /// Watches the listener, the connections' hang-ups and the timer in `loop`'s poll set,
+    /// for the loop's whole life (`LoopHousekeeping`), so that what a gone sender left is
+    /// closed without another message. Loop thread only; once.
+    package func watch(on loop: ThreadRunLoop) {
+        guard !isInvalidated, self.loop == nil else { return }
+        self.loop = loop
+        watchListener()
+        for (fd, connection) in connections where connection.hangUp == nil { watchHangUp(of: fd) }
+        armTimer()
+    }
+
+    private func watchListener() {
+        guard let loop, listenerWatch == nil else { return }
+        let watch = LoopHousekeeping(descriptor: descriptor, watching: .readable) { [weak self] in
+            self?.connectionsPending()
+        }
+        listenerWatch = watch
+        loop.addHousekeeping(watch)
+    }
+
+    private func watchHangUp(of fd: Int32) {
+        guard let loop else { return }
+        let watch = LoopHousekeeping(descriptor: fd, watching: .hangUp) { [weak self] in self?.hungUp(fd) }
+        connections[fd]?.hangUp = watch
+        loop.addHousekeeping(watch)
+    }
+
+    /// Removes `watch` from the loop's poll set, before its descriptor closes; nothing once
+    /// the loop is gone, or from another thread (its teardown forgot it already).
+    private func unwatch(_ watch: LoopHousekeeping?) {
+        guard let watch, let loop, loop.isOwnerThread else { return }
+        loop.removeHousekeeping(watch)
+    }
+
+    /// The listener is readable: accepts what is pending.
+    private func connectionsPending() {
+        guard !isInvalidated else { return }
+        acceptPending()
+    }
+
+    /// Connection `fd`'s sender hung up: its packets are read to the end, it closes, and
+    /// what it attached becomes orphans (`closeConnection`).
+    private func hungUp(_ fd: Int32) {
+        guard !isInvalidated, connections[fd] != nil else { return }
+        while readOne(fd) {}
+        closeConnection(fd) // read to its end, it closed; if not, the hang-up would be reported again at once
+    }
 
     /// Accepts every pending connection and reads every packet queued on every connection,
     /// without waiting; then closes the orphans past their grace (`orphanGrace`).
     package func drain() {
         guard !isInvalidated else { return }
-        defer { closeExpiredOrphans() }
+        defer { closeDue() }
         acceptPending()
         for fd in Array(connections.keys) {
             while readOne(fd) {}
@@ -88,7 +191,7 @@ package final class DescriptorReceiver {
     /// connection's packets pile up here ahead of their messages), or until none is queued.
     private func read(until token: DescriptorToken) {
         guard !isInvalidated else { return }
-        defer { closeExpiredOrphans() }
+        defer { closeDue() }
         acceptPending()
         var progress = true
         while progress, entries[token] == nil {
@@ -111,16 +214,35 @@ package final class DescriptorReceiver {
         }
     }
 
-    /// Accepts every pending connection of this user; refuses (closes) any other's.
+    /// Accepts every pending connection of this user; refuses (closes) any other's. An
+    /// accept that fails (`EMFILE`) takes the listener out of the poll set, which would
+    /// report it again at once, until the next `take`, `drain()` or timer.
     private func acceptPending() {
-        while let connection = try? Kernel.accept(descriptor) {
+        while true {
+            let accepted: Int32?
+            do {
+                accepted = try Kernel.accept(descriptor)
+            } catch where error.code == .interrupted || error.errno == ECONNABORTED {
+                continue
+            } catch {
+                if let watch = listenerWatch {
+                    unwatch(watch)
+                    listenerWatch = nil
+                    RunLoopKitLog.port.debug("descriptor side channel: accept failed, not watched until the next message",
+                                             metadata: ["path": "\(path)", "error": "\(error)"])
+                }
+                return
+            }
+            guard let connection = accepted else { break }
             guard let credentials = try? Kernel.peerCredentials(connection), credentials.uid == uid else {
                 counters.connectionsRefused += 1
                 Kernel.close(connection)
                 continue
             }
             connections[connection] = Connection(pid: credentials.pid)
+            watchHangUp(of: connection)
         }
+        if listenerWatch == nil { watchListener() }
     }
 
     /// Reads one packet of connection `fd`: false when none was queued, or the connection
@@ -154,15 +276,27 @@ package final class DescriptorReceiver {
         }
         switch operation {
         case .attach:
-            guard !packet.descriptors.isEmpty, entries[token] == nil,
-                  connection.unclaimed + packet.descriptors.count <= maxUnclaimedPerConnection else {
+            guard !packet.descriptors.isEmpty, entries[token] == nil else {
                 closeUnclaimed(packet.descriptors)
                 return
             }
+            guard connection.unclaimed + packet.descriptors.count <= maxUnclaimedPerConnection else {
+                counters.overBound += packet.descriptors.count
+                closeUnclaimed(packet.descriptors)
+                if !connection.loggedOverBound {
+                    connections[fd]?.loggedOverBound = true
+                    RunLoopKitLog.port.warning("descriptors over a sender's bound closed unclaimed", metadata: [
+                        "path": "\(path)", "pid": "\(connection.pid)", "bound": "\(maxUnclaimedPerConnection)",
+                    ])
+                }
+                return
+            }
+            let now = Deadline.now()
             entries[token] = Entry(pid: connection.pid, connection: fd,
-                                   descriptors: packet.descriptors.map(MessageDescriptor.init(adopting:)))
+                                   descriptors: packet.descriptors.map(MessageDescriptor.init(adopting:)), readAt: now)
             connection.unclaimed += packet.descriptors.count
             connections[fd] = connection
+            armTimer(before: now + unclaimedLifetime)
         case .revoke:
             closeUnclaimed(packet.descriptors)
             if let entry = entries[token], entry.connection == fd, let descriptors = remove(token) {
@@ -180,16 +314,20 @@ package final class DescriptorReceiver {
     private func remove(_ token: DescriptorToken) -> [MessageDescriptor]? {
         guard let entry = entries.removeValue(forKey: token) else { return nil }
         if entry.orphanedAt == nil { connections[entry.connection]?.unclaimed -= entry.descriptors.count }
+        if entries.isEmpty, timerArmedAt != nil { disarmTimer() } // no timer while nothing waits
         return entry.descriptors
     }
 
     private func closeConnection(_ fd: Int32) {
-        guard connections.removeValue(forKey: fd) != nil else { return }
+        guard let connection = connections.removeValue(forKey: fd) else { return }
+        unwatch(connection.hangUp)
         Kernel.close(fd)
+        guard connection.unclaimed > 0 else { return }
         let now = Deadline.now()
         for (token, entry) in entries where entry.connection == fd && entry.orphanedAt == nil {
             entries[token]?.orphanedAt = now
         }
+        armTimer(before: now + orphanGrace)
     }
 
     /// The descriptors that process `pid` attached under `token`, now the caller's; nil
@@ -206,20 +344,81 @@ package final class DescriptorReceiver {
         return descriptors
     }
 
-    /// Closes the orphans whose grace is over.
-    private func closeExpiredOrphans() {
-        guard orphanCount > 0 else { return }
-        let now = Deadline.now()
-        for (token, entry) in entries {
-            if let orphaned = entry.orphanedAt, !(now < orphaned + orphanGrace), let descriptors = remove(token) {
-                counters.closedUnclaimed += descriptors.count
-                descriptors.forEach { $0.close() }
-            }
-        }
+    /// When `entry`'s descriptors are closed if no message took them.
+    private func deadline(of entry: Entry) -> Deadline {
+        entry.orphanedAt.map { $0 + orphanGrace } ?? entry.readAt + unclaimedLifetime
     }
 
-    /// Entries whose connection closed, waiting for their message.
-    private var orphanCount: Int { entries.values.reduce(0) { $0 + ($1.orphanedAt == nil ? 0 : 1) } }
+    /// Closes the orphans whose grace is over and the live connections' descriptors past
+    /// their lifetime (counted `expired`, logged once per sending process), then arms the
+    /// timer for the next deadline, or disarms it.
+    private func closeDue() {
+        guard !entries.isEmpty else { return armTimer() }
+        let now = Deadline.now()
+        var expired: [pid_t: Int] = [:]
+        for (token, entry) in entries where !(now < deadline(of: entry)) {
+            guard let descriptors = remove(token) else { continue }
+            counters.closedUnclaimed += descriptors.count
+            if entry.orphanedAt == nil {
+                counters.expired += descriptors.count
+                expired[entry.pid, default: 0] += descriptors.count
+            }
+            descriptors.forEach { $0.close() }
+        }
+        for (pid, count) in expired {
+            RunLoopKitLog.port.warning("descriptors whose message did not come closed unclaimed", metadata: [
+                "path": "\(path)", "pid": "\(pid)", "count": "\(count)", "after": "\(unclaimedLifetime)",
+            ])
+        }
+        armTimer()
+    }
+
+    private func disarmTimer() {
+        timerArmedAt = nil
+        try? Kernel.setTimer(timer, at: nil)
+    }
+
+    /// The timer fired (or fires early, armed for a deadline since taken): closes what is due.
+    private func timerFired() {
+        guard !isInvalidated else { return }
+        disarmTimer() // no longer readable
+        if listenerWatch == nil { acceptPending() } // an accept failed: tried again
+        closeDue()
+    }
+
+    /// Arms the timer for `deadline` if it is sooner than its arming; with none, for the
+    /// earliest deadline of what waits, or disarms it when nothing does. Only on a watched
+    /// receiver; the timerfd is made at the first arming (if it cannot be, what is due
+    /// closes at the next `take` or `drain()`).
+    private func armTimer(before deadline: Deadline? = nil) {
+        guard let loop, loop.isOwnerThread, !isInvalidated else { return }
+        let next: Deadline?
+        if let deadline {
+            guard timerArmedAt.map({ deadline < $0 }) ?? true else { return }
+            next = deadline
+        } else {
+            next = entries.values.lazy.map(deadline(of:)).min()
+        }
+        guard next != timerArmedAt else { return }
+        if timer < 0 {
+            guard next != nil else { return }
+            do {
+                timer = try Kernel.timerDescriptor()
+            } catch {
+                RunLoopKitLog.port.debug("descriptor side channel: no timer", metadata: ["path": "\(path)", "error": "\(error)"])
+                return
+            }
+            let watch = LoopHousekeeping(descriptor: timer, watching: .readable) { [weak self] in self?.timerFired() }
+            timerWatch = watch
+            loop.addHousekeeping(watch)
+        }
+        do {
+            try Kernel.setTimer(timer, at: next)
+            timerArmedAt = next
+        } catch {
+            timerArmedAt = nil
+        }
+    }
 
     /// Closes the descriptors whose connection closed before `cutoff` and that no message
     /// took: a sender killed between its `attach` and its message, or whose message was lost.
@@ -230,6 +429,7 @@ package final class DescriptorReceiver {
                 descriptors.forEach { $0.close() }
             }
         }
+        armTimer()
     }
 
     /// Closes the listener, every connection and every descriptor waiting, and removes
@@ -242,8 +442,19 @@ package final class DescriptorReceiver {
             counters.closedUnclaimed += descriptors.count
             descriptors.forEach { $0.close() }
         }
-        for fd in connections.keys { Kernel.close(fd) }
+        for (fd, connection) in connections {
+            unwatch(connection.hangUp)
+            Kernel.close(fd)
+        }
         connections = [:]
+        unwatch(listenerWatch)
+        listenerWatch = nil
+        if timer >= 0 {
+            unwatch(timerWatch)
+            timerWatch = nil
+            Kernel.close(timer)
+            timer = -1
+        }
         Kernel.close(descriptor)
         if getpid() == owner { try? Kernel.unlink(path) } // a forked child's: the parent's file
     }

@@ -207,6 +207,9 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
             throw .system(error)
         }
         registration = reserved
+        // Its listener, its senders' hang-ups and its timer in the loop's poll set: what a
+        // gone sender left closes without another message.
+        descriptorSlot.receiver?.watch(on: ThreadRunLoop.current)
         senderReader.readsProcess = true
         PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
         registeredName.withLock { $0 = name }
