@@ -14,8 +14,9 @@ import Glibc
 /// mode has messages to deliver (it waits for the port's drain), so it costs a busy port's
 /// passes nothing.
 ///
-/// Thread safety: loop thread only.
-package final class LoopHousekeeping {
+/// Thread safety: loop thread only. Sendable (unchecked) only so that its removal can be
+/// handed to its loop's thread (`runOnOwnerThread`); its handler is only ever called there.
+package final class LoopHousekeeping: @unchecked Sendable {
     /// What the descriptor is watched for.
     package enum Interest: Sendable {
         /// Readable (`EPOLLIN`): a listener's pending connection, a timerfd's expiry.

@@ -155,11 +155,24 @@ package final class DescriptorReceiver {
         loop.addHousekeeping(watch)
     }
 
-    /// Removes `watch` from the loop's poll set, before its descriptor closes; nothing once
-    /// the loop is gone, or from another thread (its teardown forgot it already).
+    /// Removes `watch` from the loop's poll set, before its descriptor closes (the caller's
+    /// next step, on the loop's thread); nothing once the loop is gone.
     private func unwatch(_ watch: LoopHousekeeping?) {
         guard let watch, let loop, loop.isOwnerThread else { return }
         loop.removeHousekeeping(watch)
+    }
+
+    /// Closes `fd`, out of the loop's poll set first (`watch`). Off the loop's thread (a port
+    /// released elsewhere), both wait for that thread, as a descriptor source's close does:
+    /// closed first, its number could be another registration's by the time the loop took
+    /// it out, and the removal would take that one out instead. At once if the loop is gone.
+    private func close(_ fd: Int32, watchedBy watch: LoopHousekeeping?) {
+        if let watch, let loop, !loop.isOwnerThread,
+           loop.runOnOwnerThread({ $0.removeHousekeeping(watch); Kernel.close(fd) }) {
+            return
+        }
+        unwatch(watch)
+        Kernel.close(fd)
     }
 
     /// The listener is readable: accepts what is pending.
@@ -320,8 +333,7 @@ package final class DescriptorReceiver {
 
     private func closeConnection(_ fd: Int32) {
         guard let connection = connections.removeValue(forKey: fd) else { return }
-        unwatch(connection.hangUp)
-        Kernel.close(fd)
+        close(fd, watchedBy: connection.hangUp)
         guard connection.unclaimed > 0 else { return }
         let now = Deadline.now()
         for (token, entry) in entries where entry.connection == fd && entry.orphanedAt == nil {
@@ -442,20 +454,13 @@ package final class DescriptorReceiver {
             counters.closedUnclaimed += descriptors.count
             descriptors.forEach { $0.close() }
         }
-        for (fd, connection) in connections {
-            unwatch(connection.hangUp)
-            Kernel.close(fd)
-        }
+        for (fd, connection) in connections { close(fd, watchedBy: connection.hangUp) }
         connections = [:]
-        unwatch(listenerWatch)
+        if timer >= 0 { close(timer, watchedBy: timerWatch) }
+        timer = -1
+        timerWatch = nil
+        close(descriptor, watchedBy: listenerWatch)
         listenerWatch = nil
-        if timer >= 0 {
-            unwatch(timerWatch)
-            timerWatch = nil
-            Kernel.close(timer)
-            timer = -1
-        }
-        Kernel.close(descriptor)
         if getpid() == owner { try? Kernel.unlink(path) } // a forked child's: the parent's file
     }
 
