@@ -8,8 +8,9 @@ import XCTest
 
 /// Descriptors in messages (`LoopMessage.Component.descriptor`): a named port's handler
 /// gets a descriptor of its own, closed with the message unless it takes it; none is left
-/// open when handlers throw, ports are invalidated with messages queued, or the sender dies;
-/// tcp is refused before anything is sent; a forged token is a counted drop. Leaks are
+/// open when handlers throw, ports are invalidated with messages queued, or the sender dies
+/// (no other message needed); a live sender's flood without messages is bounded; tcp is
+/// refused before anything is sent; a forged token is a counted drop. Leaks are
 /// counted as the entries of `/proc/self/fd` that are the test's own pipe.
 final class PortDescriptorTests: XCTestCase {
     static let scenarioVariable = "RUNLOOPKIT_PORT_DESCRIPTOR_SCENARIO"
