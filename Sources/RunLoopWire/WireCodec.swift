@@ -9,7 +9,7 @@
 /// |----------|--------------------------------------------------|
 /// | 0..<3    | magic, ASCII "RLK"                               |
 /// | 3        | version, 3                                       |
-/// | 4        | kind: 0 message, 1 request, 2 reply, 3 failure   |
+/// | 4        | kind: 0 message, 1 request, 2 reply, 3 failure, 4 cancel, 5 no reply, 6 statistics query |
 /// | 5        | flags, 0                                         |
 /// | 6..<8    | component count N, UInt16 little-endian          |
 /// | 8..<12   | message id, Int32 little-endian                  |
@@ -47,6 +47,47 @@
     @inlinable package static var descriptorKind: UInt8 { 3 }
     /// The length of every descriptor component.
     @inlinable package static var descriptorComponentSize: Int { 20 }
+
+    /// The kind byte of a statistics query (format version 3, after RunLoopKit 0.1.0): a
+    /// header alone (no components, no reply port) with a fresh nonzero correlation id,
+    /// which the library of the port's process answers itself with a reply (kind 2) of one
+    /// data component, the port's statistics as JSON (`docs/wire-format.md`). Not a
+    /// `WireKind`: `checkedHeader` rejects it as `unknownKind(6)`, and only a port's
+    /// receive path takes it back from there.
+    @inlinable package static var statisticsQueryKind: UInt8 { 6 }
+
+    /// The one frame of a statistics query: the 22-byte header of kind 6.
+    package static func statisticsQuery(messageID: Int32 = 0, correlationID: UInt64) -> [UInt8] {
+        var frame = [UInt8](repeating: 0, count: fixedHeaderSize)
+        frame.withUnsafeMutableBytes { frame in
+            frame[0] = magic.0
+            frame[1] = magic.1
+            frame[2] = magic.2
+            frame[3] = version
+            frame[4] = statisticsQueryKind
+            frame.storeBytes(of: UInt32(bitPattern: messageID).littleEndian, toByteOffset: 8, as: UInt32.self)
+            frame.storeBytes(of: correlationID.littleEndian, toByteOffset: 12, as: UInt64.self)
+        }
+        return frame
+    }
+
+    /// The message id and correlation id of a well-formed statistics query in `frames`
+    /// (the wire message's own, after any routing id): one frame of exactly the header,
+    /// kind 6, no flags, no components, no reply port, a nonzero correlation id. Nil for
+    /// anything else.
+    package static func statisticsQueryIDs(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>)
+        -> (messageID: Int32, correlationID: UInt64)? {
+        guard frames.count == 1, let frame = frames.first, frame.count == fixedHeaderSize,
+              frame[0] == magic.0, frame[1] == magic.1, frame[2] == magic.2, frame[3] == version,
+              frame[4] == statisticsQueryKind, frame[5] == 0,
+              frame.loadUnaligned(fromByteOffset: 6, as: UInt16.self) == 0,
+              frame.loadUnaligned(fromByteOffset: 20, as: UInt16.self) == 0
+        else { return nil }
+        let correlationID = UInt64(littleEndian: frame.loadUnaligned(fromByteOffset: 12, as: UInt64.self))
+        guard correlationID != 0 else { return nil }
+        let messageID = Int32(bitPattern: UInt32(littleEndian: frame.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+        return (messageID, correlationID)
+    }
 
     // MARK: - Encoding
 

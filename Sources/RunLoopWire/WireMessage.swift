@@ -17,6 +17,10 @@
     /// In place of a reply, when the server let go of the request's reply right without
     /// replying: its correlation id and message id are the request's; no components.
     case noReply = 5
+    // Kind 6, a statistics query (`WireCodec.statisticsQueryKind`), is not a case: the
+    // library answers it itself, on the rejected-kind path of a port's receive, so that no
+    // switch that delivers to a handler can see it and the common message's dispatch costs
+    // nothing more (docs/wire-format.md).
 }
 
 /// One component of a wire message.

@@ -406,7 +406,30 @@ final class WireCodecTests: XCTestCase {
     }
 
     func testAnUnknownKindIsRejected() {
-        assertDecodeThrows(frames(kind: 6), .unknownKind(6))
+        assertDecodeThrows(frames(kind: 7), .unknownKind(7))
+        // A statistics query too: only a port's receive path takes it back from the rejection.
+        assertDecodeThrows([WireCodec.statisticsQuery(correlationID: 1)], .unknownKind(6))
+    }
+
+    func testAStatisticsQueryIsAHeaderAloneWithANonzeroCorrelationID() {
+        func ids(_ frames: [[UInt8]]) -> (Int32, UInt64)? {
+            try? WireCodec.withFramesLent(frames) { lent throws(WireFormatError) in
+                WireCodec.statisticsQueryIDs(lent).map { ($0.messageID, $0.correlationID) }
+            }
+        }
+        let query = WireCodec.statisticsQuery(messageID: -3, correlationID: 0x5157)
+        XCTAssertEqual(query.count, WireCodec.fixedHeaderSize)
+        XCTAssertEqual(ids([query])?.0, -3)
+        XCTAssertEqual(ids([query])?.1, 0x5157)
+        XCTAssertNil(ids([WireCodec.statisticsQuery(correlationID: 0)]), "a correlation id of 0")
+        XCTAssertNil(ids([query + [0]]), "anything after the header")
+        XCTAssertNil(ids([query, []]), "a second frame")
+        var withComponent = query
+        withComponent[6] = 1
+        XCTAssertNil(ids([withComponent]), "a component count")
+        var request = query
+        request[4] = 1
+        XCTAssertNil(ids([request]), "another kind")
     }
 
     func testReservedFlagsAreRejected() {

@@ -10,9 +10,38 @@ import RunLoopZMQ
 protocol WireReceiver: AnyObject {
     /// Drops a message for `reason`: counted and logged at `.debug`.
     func drop(_ reason: MessageDropReason, _ detail: @autoclosure () -> String)
+
+    /// A message of a kind no handler takes, which the library answers itself (a statistics
+    /// query, kind 6), read from `frames` (as received: any routing id first) while they are
+    /// lent; nil for a message to drop. Asked only of a message the decoder rejected as of
+    /// an unknown kind: never on the common message's way.
+    func libraryQuery(in frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, from socket: ZMQSocket) -> LibraryQuery?
+
+    /// Answers what `libraryQuery` found, once the frames were given back.
+    func answer(_ query: LibraryQuery) -> PortDelivery
+}
+
+/// A query the library answers in place of a handler: who asked (as its connection proved
+/// it) and where the answer goes.
+struct LibraryQuery {
+    let messageID: Int32
+    let correlationID: UInt64
+    let returnPath: ReturnPath
+    /// Whether the peer proved to run as this process's user: this process (inproc), or an
+    /// ipc peer whose `SO_PEERCRED` uid is ours.
+    let isSameUser: Bool
+    /// Who asked, for the log.
+    let peer: String
 }
 
 extension WireReceiver {
+    /// A requester's connection answers no query: it drops what it rejected.
+    func libraryQuery(in frames: UnsafeBufferPointer<UnsafeRawBufferPointer>, from socket: ZMQSocket) -> LibraryQuery? {
+        nil
+    }
+
+    func answer(_ query: LibraryQuery) -> PortDelivery { .dropped }
+
     /// Receives one message from `socket` without blocking, hands its frames to `decode`,
     /// gives them back, and hands what `decode` made to `deliver`, whose result is the
     /// delivery's. The decoded value goes straight to `deliver`, not returned in an enum
@@ -33,6 +62,12 @@ extension WireReceiver {
         do {
             value = try decode(frames)
         } catch {
+            // Off the common message's way: a kind the library answers itself (a statistics
+            // query) is told apart from a bad message only once the decoder rejected it.
+            if case .unknownKind = error, let query = libraryQuery(in: frames, from: socket) {
+                socket.releaseReceived()
+                return answer(query)
+            }
             socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped
