@@ -212,6 +212,57 @@ final class RunLoopKitToolTests: XCTestCase {
         XCTAssertEqual(ping.stderrLines.count, 1, ping.stderr)
     }
 
+    // MARK: - stats
+
+    func testStatsPrintsALivePortsRightsOutstanding() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        try RemotePort(named: server.name).send(LoopMessage(id: 1, text: "one"))
+        waitOrFail(server.arrived, "the message")
+
+        let text = try runTool(["stats", server.name])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let lines = text.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.first, "port '\(server.name)' (ipc://\(try RuntimeDirectory.path())/\(server.name).sock)")
+        XCTAssertTrue(lines.contains("rights outstanding  0"), text.stdout)
+        XCTAssertTrue(lines.contains("messages received   1"), text.stdout)
+
+        let json = try runTool(["stats", server.name, "--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let statistics = try XCTUnwrap(json.json?["statistics"] as? [String: Any], json.stdout)
+        XCTAssertEqual(statistics["rightsOutstanding"] as? Int, 0)
+        XCTAssertEqual(statistics["messagesReceived"] as? Int, 1, "the queries are not the port's traffic")
+        XCTAssertEqual(statistics["format"] as? Int, 1)
+        XCTAssertEqual(server.received.withLock { $0.map(\.id) }, [1], "the handler never saw a query")
+    }
+
+    func testStatsOfAPortThatDoesNotAnswerQueriesTimesOutSayingSo() throws {
+        // A port over tcp drops a query as a port of 0.1.0 does (it drops the unknown kind):
+        // either way the query goes unanswered.
+        let served = LockedValue<(LocalPort, PortAddress)?>(nil)
+        let thread = LoopThread { loop in
+            let port = try! LocalPort { _ in nil }
+            loop.add(port, to: .default)
+            served.withLock { $0 = (port, try! port.bind(tcp: "tcp://127.0.0.1:*")) }
+        }
+        defer {
+            served.withLock { $0?.0.invalidate() }
+            thread.stop()
+        }
+        let address = try XCTUnwrap(served.withLock { $0?.1 })
+        let run = try runTool(["stats", address.rawValue, "--timeout", "0.5"])
+        XCTAssertEqual(run.status, 4, run.stderr)
+        XCTAssertEqual(run.stderrLines.count, 1, run.stderr)
+        XCTAssertTrue(run.stderr.contains("the port '\(address.rawValue)' does not answer statistics queries within 0.5 s"),
+                      run.stderr)
+        XCTAssertEqual(run.stdout, "")
+
+        let name = "tool-nobody-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let unknown = try runTool(["stats", name])
+        XCTAssertEqual(unknown.status, 2, unknown.stderr)
+        XCTAssertTrue(unknown.stderr.hasPrefix("runloopkit: unknown port name '\(name)'"), unknown.stderr)
+    }
+
     // MARK: - version
 
     /// The release is named in three places a user reads: `runloopkit --version`, the

@@ -13,7 +13,8 @@ struct RunLoopKitCommand: ParsableCommand {
             is dead, 4 timeout (not taken, or no reply), 5 any other error.
             """,
         version: ToolVersion.line,
-        subcommands: [PortsCommand.self, SendCommand.self, RequestCommand.self, PingCommand.self, KeygenCommand.self]
+        subcommands: [PortsCommand.self, StatsCommand.self, SendCommand.self, RequestCommand.self, PingCommand.self,
+                      KeygenCommand.self]
     )
 
     /// Parses `arguments` and runs the command; returns the exit code. Argument errors
