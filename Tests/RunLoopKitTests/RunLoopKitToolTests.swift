@@ -97,6 +97,35 @@ final class RunLoopKitToolTests: XCTestCase {
         XCTAssertEqual(ports.first { $0["name"] as? String == dead }?["alive"] as? Bool, false)
     }
 
+    func testPortsWithStatsShowsEachLivePortsRightsOutstandingAndADeadOnesAsDashes() throws {
+        let server = EchoServer()
+        defer { server.stop() }
+        try RemotePort(named: server.name).send(LoopMessage(id: 1, text: "one"))
+        waitOrFail(server.arrived, "the message")
+        let dead = "tool-dead-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let directory = try RuntimeDirectory.path()
+        XCTAssertTrue(FileManager.default.createFile(atPath: "\(directory)/\(dead).lock", contents: Data("999999\n".utf8)))
+        defer { unlink("\(directory)/\(dead).lock") }
+
+        let text = try runTool(["ports", "--stats"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let lines = text.stdout.split(separator: "\n")
+        XCTAssertEqual(lines.dropFirst().first?.split(separator: " ").suffix(4), ["STATE", "RIGHTS", "RECEIVED", "DROPPED"])
+        let live = try XCTUnwrap(lines.first { $0.hasPrefix(server.name + " ") }, text.stdout)
+        XCTAssertEqual(live.split(separator: " ").suffix(4), ["live", "0", "1", "0"])
+        let stale = try XCTUnwrap(lines.first { $0.hasPrefix(dead + " ") }, text.stdout)
+        XCTAssertEqual(stale.split(separator: " ").suffix(4), ["dead", "-", "-", "-"])
+
+        let json = try XCTUnwrap(try runTool(["ports", "--stats", "--json"]).json)
+        let ports = try XCTUnwrap(json["ports"] as? [[String: Any]])
+        let entry = try XCTUnwrap(ports.first { $0["name"] as? String == server.name })
+        let statistics = try XCTUnwrap(entry["statistics"] as? [String: Any])
+        XCTAssertEqual(statistics["rightsOutstanding"] as? Int, 0)
+        XCTAssertEqual(statistics["messagesReceived"] as? Int, 1)
+        XCTAssertNil(ports.first { $0["name"] as? String == dead }?["statistics"])
+        XCTAssertEqual(server.received.withLock { $0.map(\.id) }, [1], "the handler never saw a query")
+    }
+
     // MARK: - send
 
     func testSendDeliversTextOrAFilesBytesToTheNamedPort() throws {

@@ -9,6 +9,12 @@ struct PortsCommand: ToolCommand {
         discussion: "A dead name's owner exited without giving it back; the next port to register it takes it over."
     )
 
+    @Flag(help: "Ask each live port for its statistics (rights outstanding, messages received and dropped).")
+    var stats = false
+
+    @Option(help: ArgumentHelp("With --stats, seconds to wait for each port's answer.", valueName: "seconds"))
+    var timeout: Double = 1
+
     @OptionGroup var output: OutputOptions
 
     struct Entry: Encodable {
@@ -16,6 +22,20 @@ struct PortsCommand: ToolCommand {
         let pid: Int32?
         let alive: Bool
         let address: String
+        /// With --stats: the port's answer; absent for a dead port or one that does not answer.
+        var statistics: PortStatisticsReport?
+    }
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 86_400 else {
+            throw ValidationError("--timeout must be a positive number of seconds, at most a day")
+        }
+    }
+
+    /// A live port's statistics, or nil if it does not answer within the timeout (or fails).
+    private func statistics(of entry: RegisteredPortName) -> PortStatisticsReport? {
+        guard stats, entry.isAlive else { return nil }
+        return try? RemotePort(entry.address).statistics(timeout: .nanoseconds(Int64(timeout * 1e9)))
     }
 
     struct Report: Encodable {
@@ -32,8 +52,12 @@ struct PortsCommand: ToolCommand {
         } catch {
             throw ToolFailure(.failure, "cannot read the runtime directory: \(error)")
         }
+        let figures = names.map(statistics(of:))
         if output.json {
-            let entries = names.map { Entry(name: $0.name, pid: $0.ownerPID, alive: $0.isAlive, address: $0.address.rawValue) }
+            let entries = zip(names, figures).map { name, figures in
+                Entry(name: name.name, pid: name.ownerPID, alive: name.isAlive, address: name.address.rawValue,
+                      statistics: figures)
+            }
             return ToolOutput.printJSON(Report(runtimeDirectory: directory, ports: entries))
         }
         print("runtime directory: \(directory)")
@@ -41,9 +65,17 @@ struct PortsCommand: ToolCommand {
         let width = max(4, names.map(\.name.count).max() ?? 0)
         let pids = names.map { $0.ownerPID.map(String.init) ?? "?" }
         let pidWidth = max(3, pids.map(\.count).max() ?? 0)
-        print(pad("NAME", width) + "  " + pad("PID", pidWidth, left: true) + "  STATE")
-        for (entry, pid) in zip(names, pids) {
-            print(pad(entry.name, width) + "  " + pad(pid, pidWidth, left: true) + "  " + (entry.isAlive ? "live" : "dead"))
+        let columns = ["RIGHTS", "RECEIVED", "DROPPED"]
+        print(pad("NAME", width) + "  " + pad("PID", pidWidth, left: true) + "  STATE"
+            + (stats ? columns.map { "  " + $0 }.joined() : ""))
+        for ((entry, pid), figures) in zip(zip(names, pids), figures) {
+            var line = pad(entry.name, width) + "  " + pad(pid, pidWidth, left: true) + "  " + (entry.isAlive ? "live" : "dead")
+            if stats {
+                let values = figures.map { [$0.rightsOutstanding, $0.messagesReceived, $0.messagesDropped].map(String.init) }
+                    ?? ["-", "-", "-"]
+                for (column, value) in zip(columns, values) { line += "  " + pad(value, column.count, left: true) }
+            }
+            print(line)
         }
     }
 
