@@ -155,6 +155,58 @@ final class StatisticsQueryTests: XCTestCase {
         XCTAssertFalse(answered(""))
     }
 
+    /// Runs as root, or as a user with passwordless sudo (as `PortDirectoryTests`' test of
+    /// another user does); elsewhere it fails with the reason, never passes or skips. The
+    /// port's socket is linked, open to all, into a directory another user can reach: the
+    /// runtime directory itself is closed to others.
+    func testAStatisticsQueryFromAnotherUIDOverIPCIsDroppedAndCountedNotAnswered() throws {
+        guard let nobody = PortDirectoryTests.asNobody else {
+            return XCTFail("acting as another user needs root or passwordless sudo, and /usr/bin/setpriv")
+        }
+        let name = "stats-uid-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let port = try LocalPort(name: name) { _ in
+            XCTFail("the handler never sees a query")
+            return nil
+        }
+        ThreadRunLoop.current.add(port, to: .default)
+        defer { port.invalidate() }
+        let open = NSTemporaryDirectory() + "rlk-stats-\(UInt32.random(in: 0...UInt32.max))"
+        XCTAssertEqual(mkdir(open, 0o755), 0)
+        chmod(open, 0o755)
+        let link = open + "/port.sock"
+        XCTAssertEqual(Glibc.link("\(try RuntimeDirectory.path())/\(name).sock", link), 0, "a hard link to the socket")
+        XCTAssertEqual(chmod(link, 0o666), 0)
+        defer {
+            unlink(link)
+            rmdir(open)
+        }
+        let query = """
+            import struct, sys, zmq
+            dealer = zmq.Context.instance().socket(zmq.DEALER)
+            dealer.linger = 0
+            dealer.connect("ipc://" + sys.argv[1])
+            dealer.send(struct.pack("<3sBBBHiQH", b"RLK", 3, 6, 0, 0, 0, 0x5157, 0))
+            print("answered" if dealer.poll(int(sys.argv[2])) else "no answer", flush=True)
+            """
+        func ask(asNobody: Bool, waiting milliseconds: Int, until condition: @escaping () -> Bool) throws -> String {
+            let command = (asNobody ? nobody : []) + [Self.python, "-c", query, link, "\(milliseconds)"]
+            let process = try SpawnedProcess(command, reapedByCaller: true)
+            var ended: ChildExit?
+            ThreadRunLoop.current.add(try ChildProcessSource(pid: process.pid) { ended = $0 }, to: .default)
+            XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30)) { ended != nil && condition() })
+            process.waitForOutput()
+            XCTAssertEqual(ended, .exited(0), process.stderr)
+            return process.stdout
+        }
+        XCTAssertEqual(try ask(asNobody: false, waiting: 20_000) { true }, "answered\n",
+                       "this user is answered over the link (so the refusal below is the uid's)")
+        let before = ThreadRunLoop.current.counters.messagesDropped[.statisticsQueryRefused] ?? 0
+        XCTAssertEqual(try ask(asNobody: true, waiting: 1_000) { port.statistics.messagesDropped == 1 }, "no answer\n")
+        XCTAssertEqual(port.statistics.messagesDropped, 1, "counted on the port")
+        XCTAssertEqual(ThreadRunLoop.current.counters.messagesDropped[.statisticsQueryRefused], before + 1, "with its reason")
+        XCTAssertEqual(port.statistics.messagesReceived, 0)
+    }
+
     func testAStatisticsQueryIsTheDocumentedHeaderAndItsAnswerTheDocumentedJSON() throws {
         let query = try WireDocument.hex(after: "the query's frame 0 in hex: `")
         XCTAssertEqual(WireCodec.statisticsQuery(messageID: 0, correlationID: 0x5157), query)
