@@ -9,7 +9,7 @@ import RunLoopZMQ
 /// user, else dropped (`statisticsQueryRefused`).
 extension LocalPort {
     /// A statistics query in `frames`, with who sent it, as its connection proved it: no
-    /// metadata is this process (inproc); an ipc connection's "Peer-Address" ends with the
+    /// metadata and no connection descriptor is this process (inproc); an ipc connection's "Peer-Address" ends with the
     /// kernel's `SO_PEERCRED` credentials (`MessageSender.process(fromPeerAddress:)`); any
     /// other (tcp, with or without CURVE) proves no user. Nil for another unknown kind and
     /// for a malformed query (not a header alone with a nonzero correlation id): the
@@ -18,14 +18,22 @@ extension LocalPort {
         guard let (routingID, hasDelimiter, body) = ReturnPath.split(frames),
               let ids = WireCodec.statisticsQueryIDs(body) else { return nil }
         let returnPath = ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter)
-        let address = socket.receivedProperty("Peer-Address", ofFrame: frames.count - 1)
+        // The last frame: the engine's, which carries the connection's metadata.
+        let last = frames.count - 1
+        let address = socket.receivedProperty("Peer-Address", ofFrame: last)
             .map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) }
-        let peer = address.map { text in
-            MessageSender.process(fromPeerAddress: text)?.description ?? "peer \(String(decoding: text, as: UTF8.self))"
+        guard let address else {
+            // No metadata: inproc, unless the frame came in on a connection's descriptor
+            // (libzmq could not read its peer's address): then it proves nothing.
+            let overInproc = socket.receivedSourceDescriptor(ofFrame: last) == nil
+            return LibraryQuery(messageID: ids.messageID, correlationID: ids.correlationID, returnPath: returnPath,
+                                isSameUser: overInproc && LocalPort.statisticsQueryPeerIsUser(nil, uid: getuid()),
+                                peer: overInproc ? "this process" : "a connection without a peer address")
         }
         return LibraryQuery(messageID: ids.messageID, correlationID: ids.correlationID, returnPath: returnPath,
                             isSameUser: LocalPort.statisticsQueryPeerIsUser(address, uid: getuid()),
-                            peer: peer ?? "this process")
+                            peer: MessageSender.process(fromPeerAddress: address)?.description
+                                ?? "peer \(String(decoding: address, as: UTF8.self))")
     }
 
     /// Whether the peer of a query whose connection's "Peer-Address" is `peerAddress` proved
