@@ -29,9 +29,6 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
     /// descriptors are not taken (a borrowing handler's port, a requester's connection):
     /// dropped whole, any descriptors it named closed.
     case unknownDescriptors
-    /// A statistics query (wire kind 6) from a peer this process cannot prove runs as its
-    /// own user: over tcp, from another uid over ipc. Never answered (docs/wire-format.md).
-    case statisticsQueryRefused
 
     public var description: String { rawValue }
 
@@ -48,7 +45,6 @@ public enum MessageDropReason: String, CaseIterable, Hashable, Sendable, CustomS
         case .replyCancelled: 7
         case .lateCancel: 8
         case .unknownDescriptors: 9
-        case .statisticsQueryRefused: 10
         }
     }
 }

@@ -6,7 +6,7 @@ import RunLoopZMQ
 /// Statistics queries (wire kind 6, `docs/wire-format.md`): answered by the library on the
 /// port's owner thread, from the port's `PortStatistics`, never handed to its handler nor
 /// counted as its traffic; answered only to a peer that proved it runs as this process's
-/// user, else dropped (`statisticsQueryRefused`).
+/// user, else dropped (`PortStatistics.statisticsQueriesRefused`).
 extension LocalPort {
     /// A statistics query in `frames`, with who sent it, as its connection proved it: no
     /// metadata and no connection descriptor is this process (inproc); an ipc connection's "Peer-Address" ends with the
@@ -51,7 +51,11 @@ extension LocalPort {
     /// after a handled source goes on.
     func answer(_ query: LibraryQuery) -> PortDelivery {
         guard query.isSameUser else {
-            drop(.statisticsQueryRefused, "a statistics query from \(query.peer), not this process's user")
+            statistics.countRefusedQuery()
+            statistics.countDropped()
+            RunLoopKitLog.port.debug("statistics query refused", metadata: [
+                "port": "\(self)", "peer": "\(query.peer)", "detail": "not this process's user",
+            ])
             return .dropped
         }
         let reply = LoopMessage(id: query.messageID, text: PortStatisticsReport(statistics).json)

@@ -10,7 +10,7 @@ extension RemotePort {
     ///
     /// A port answers only a peer that proves to run as its own user: this process, or a
     /// process of the same uid over ipc (a named port's address). Over tcp, or from another
-    /// user, the query is dropped (counted as `MessageDropReason.statisticsQueryRefused`)
+    /// user, the query is dropped (counted in its `PortStatistics.statisticsQueriesRefused`)
     /// and this throws `receiveTimedOut` once `timeout` has passed, as it does for a port of
     /// RunLoopKit 0.1, which drops a query as a message of an unknown kind. While waiting,
     /// the calling thread's run loop runs in a private mode only, as in `sendRequest`.

@@ -10,6 +10,7 @@ public final class PortStatistics: Sendable {
     private let failedReplies = Atomic<Int>(0)
     private let handlerFailures = Atomic<Int>(0)
     private let cancelledRequests = Atomic<Int>(0)
+    private let refusedQueries = Atomic<Int>(0)
     // Written by whichever thread learns of the refusal: a read-modify-write.
     private let refusedClients = Atomic<Int>(0)
     // Given on the owner thread, settled there or (once its loop is gone) on any: read-modify-writes.
@@ -40,6 +41,11 @@ public final class PortStatistics: Sendable {
     /// connection went while their rights were outstanding.
     public var requestsCancelled: Int { cancelledRequests.load(ordering: .relaxed) }
 
+    /// Statistics queries (wire kind 6) dropped unanswered because their peer did not prove
+    /// to run as this process's user (over tcp, or another uid over ipc); each is counted in
+    /// `messagesDropped` too.
+    public var statisticsQueriesRefused: Int { refusedQueries.load(ordering: .relaxed) }
+
     func rightGiven() { outstandingRights.add(1, ordering: .relaxed) }
     func rightSettled() { outstandingRights.subtract(1, ordering: .relaxed) }
     func countCancelledRequest() { Self.increment(cancelledRequests) }
@@ -49,6 +55,7 @@ public final class PortStatistics: Sendable {
     func countReceived() { Self.increment(received) }
     func countDropped() { Self.increment(dropped) }
     func countFailedReply() { Self.increment(failedReplies) }
+    func countRefusedQuery() { Self.increment(refusedQueries) }
 
     /// Adds 1 to a counter only the owner thread writes: a relaxed load and store.
     @inline(__always)
