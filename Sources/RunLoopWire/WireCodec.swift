@@ -248,6 +248,21 @@
             if !alone { copy(bytes) }
         }
 
+        /// Writes data component `index`'s table entry for `byteCount` bytes and returns
+        /// where its bytes go in the frame, for the caller to write there in place: empty when
+        /// the component travels in a frame of its own, which the caller fills instead.
+        @inlinable @inline(__always)
+        package mutating func reserveDataComponent(_ index: Int, byteCount: Int) -> UnsafeMutableRawBufferPointer {
+            let entry = fixedHeaderSize + tableEntrySize * index
+            let alone = layout.dataTravelsAlone(size: byteCount)
+            frame[entry] = alone ? ownFrameDataKind : dataKind
+            frame.storeBytes(of: UInt32(byteCount).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
+            if alone { return UnsafeMutableRawBufferPointer(start: nil, count: 0) }
+            precondition(offset + byteCount <= frame.count)
+            defer { offset += byteCount }
+            return UnsafeMutableRawBufferPointer(rebasing: frame[offset..<offset + byteCount])
+        }
+
         /// Writes descriptor component `index`: its table entry and its 20 bytes (a token and
         /// an index, `descriptorComponentSize`).
         @inlinable

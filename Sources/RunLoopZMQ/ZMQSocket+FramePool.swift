@@ -67,6 +67,41 @@ extension ZMQSocket {
         return try sendMessage(slot, more: more, dontWait: dontWait)
     }
 
+    /// Sends the frame that `prepareFrame(_:byteCount:)` made ready in `slot`, as
+    /// `sendFrame(_:byteCount:more:dontWait:)` does, except that a frame not queued stays
+    /// in `slot` as it was, to be sent again: for a frame filled once and sent whenever the
+    /// peer takes it. The caller releases the slot with `releaseFrame(_:byteCount:)` in
+    /// every case, queued or not (a queued frame leaves an empty message there).
+    ///
+    /// - Returns: `false` if `dontWait` and the frame cannot be queued now, else `true`.
+    @inlinable
+    package func sendFrameKeeping(_ slot: UnsafeMutablePointer<FrameSlot>, byteCount: Int, more: Bool,
+                                  dontWait: Bool) throws(SystemCallError) -> Bool {
+        if byteCount <= ZMQSocket.verySmallFrameSize {
+            return try sendFrame(UnsafeRawBufferPointer(start: UnsafeRawPointer(slot), count: byteCount),
+                                 more: more, dontWait: dontWait)
+        }
+        let flags = ZMQSocket.sendFlags(more: more, dontWait: dontWait)
+        if !dontWait {
+            try zmqCall("zmq_msg_send") { zmq_msg_send(slot, handle, flags) }
+            return true
+        }
+        // A failed zmq_msg_send leaves the message as it was: try it again, once.
+        if try zmqNonBlockingCall("zmq_msg_send", { zmq_msg_send(slot, handle, flags) }) != nil {
+            return true
+        }
+        guard try isReady(for: .pollOut) else { return false }
+        return try zmqNonBlockingCall("zmq_msg_send", { zmq_msg_send(slot, handle, flags) }) != nil
+    }
+
+    /// Releases the frame `prepareFrame(_:byteCount:)` made ready in `slot`, whether
+    /// `sendFrameKeeping(_:byteCount:more:dontWait:)` queued it or not: a pool's buffer
+    /// goes back to the pool, libzmq's is freed (a very small frame holds nothing).
+    @inlinable
+    package static func releaseFrame(_ slot: UnsafeMutablePointer<FrameSlot>, byteCount: Int) {
+        if byteCount > ZMQSocket.verySmallFrameSize { zmq_msg_close(slot) }
+    }
+
     /// Sends one frame of `byteCount` bytes that `fill` writes in place (exactly
     /// `byteCount` bytes): `prepareFrame(_:byteCount:)`, `fill`, then
     /// `sendFrame(_:byteCount:more:dontWait:)`, for a caller with one way to fill it.

@@ -35,6 +35,39 @@ struct OutgoingBytes: OutgoingMessage {
     }
 }
 
+/// A message of one data component that the caller wrote in place, in the frames libzmq
+/// sends (`RemotePort.send(id:byteCount:timeout:filling:)`): made ready and filled once,
+/// before the first attempt (`ZMQSocket.prepareFilledMessage`), and sent as they are at
+/// each attempt, a frame not queued kept for the next. Its owner releases them after the
+/// send, whatever became of it (`release()`).
+struct FilledMessage: OutgoingMessage {
+    /// The message frame, then the data component's own frame if it travels alone.
+    let frames: UnsafeMutablePointer<ZMQSocket.FrameSlot>
+    let messageFrameSize: Int
+    /// The size of the data component's own frame; 0 when it is in the message frame.
+    let dataFrameSize: Int
+
+    /// Written as a `.message` with correlation id 0 when made ready: the only send it serves.
+    func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
+        assert(kind == .message && correlationID == 0, "a filled message is made ready as a plain message")
+        let alone = dataFrameSize > 0
+        guard try socket.sendFrameKeeping(frames, byteCount: messageFrameSize, more: alone, dontWait: dontWait) else {
+            return false // nothing was queued
+        }
+        if alone { _ = try socket.sendFrameKeeping(frames + 1, byteCount: dataFrameSize, more: false, dontWait: false) }
+        return true
+    }
+
+    /// Checked before its frames were made.
+    func checkSize() throws(PortError) -> Bool { false }
+
+    /// Releases its frames, sent or not.
+    func release() {
+        ZMQSocket.releaseFrame(frames, byteCount: messageFrameSize)
+        if dataFrameSize > 0 { ZMQSocket.releaseFrame(frames + 1, byteCount: dataFrameSize) }
+    }
+}
+
 /// A message whose descriptors were sent on the destination's side channel under `token`:
 /// its descriptor components go as that token and their index.
 struct DescriptorCarryingMessage: OutgoingMessage {

@@ -54,6 +54,37 @@ extension ZMQSocket {
         try send(id: messageID, .data(data), as: kind, correlationID: correlationID, dontWait: dontWait)
     }
 
+    /// Makes ready in `frames` (room for two) the frames of a `.message` of id `messageID`
+    /// with one data component of `byteCount` bytes and no reply port — the frames
+    /// `send(id:data:as:correlationID:dontWait:)` would send for such bytes — with the
+    /// header written and the component's bytes left for the caller to write in place, at
+    /// the address returned: in the message frame below `WireCodec.ownFrameThreshold`, else
+    /// the whole of a frame of their own (`prepareFrame(_:byteCount:)`: libzmq's allocation
+    /// or the frame pool's buffer, never copied again). The caller writes exactly
+    /// `byteCount` bytes there, then sends and releases the frames (`FilledMessage`).
+    func prepareFilledMessage(_ frames: UnsafeMutablePointer<FrameSlot>, id messageID: Int32,
+                              byteCount: Int) throws(SystemCallError) -> (message: FilledMessage, bytes: UnsafeMutableRawBufferPointer) {
+        var layout = WireCodec.Layout(componentCount: 1, replyPortBytes: 0)
+        layout.addData(byteCount)
+        layout.finish()
+        let alone = layout.ownFrameCount > 0
+        let data = alone ? try prepareFrame(frames + 1, byteCount: byteCount) : UnsafeMutableRawBufferPointer(start: nil, count: 0)
+        let frame: UnsafeMutableRawBufferPointer
+        do throws(SystemCallError) {
+            frame = try prepareFrame(frames, byteCount: layout.messageFrameSize)
+        } catch {
+            if alone { Self.releaseFrame(frames + 1, byteCount: byteCount) }
+            throw error
+        }
+        var writer = WireCodec.MessageFrameWriter(frame, layout: layout, kind: .message, messageID: messageID,
+                                                  correlationID: 0)
+        let inline = writer.reserveDataComponent(0, byteCount: byteCount)
+        writer.finish()
+        let message = FilledMessage(frames: frames, messageFrameSize: layout.messageFrameSize,
+                                    dataFrameSize: alone ? byteCount : 0)
+        return (message, alone ? data : inline)
+    }
+
     /// Sends a message of `kind` with no components and no reply port — its 22-byte
     /// header alone, in one frame (a cancel, `docs/wire-format.md` step 7).
     func sendHeaderOnly(kind: WireKind, messageID: Int32, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
