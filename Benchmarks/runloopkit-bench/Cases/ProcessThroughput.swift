@@ -8,7 +8,8 @@ import RunLoopKit
 /// every receiver reads every byte (`Payload`): large payloads at 64 KiB, 1 MiB and
 /// 16 MiB in bytes per second, and small ones at 16 B and 1 KiB in messages per second.
 /// Contenders, all between the same two processes: `runloopkit` (a `RemotePort` sending
-/// to a named port of the child, whose borrowing handler reads the bytes in place),
+/// each message filled in place to a named port of the child, whose borrowing handler
+/// reads the bytes in place),
 /// `zmq-ipc` (raw libzmq PUSH to PULL over ipc, each message filled in place in its
 /// `zmq_msg_t` and read in place) and `floor-shm` (`SharedMemoryRing`).
 ///
@@ -182,22 +183,29 @@ final class ProcessStream: RateContender {
         switch kind {
         case .runLoopKit(let target):
             (name, index) = ("runloopkit", 0)
-            // RunLoopKit cannot lend its buffer to fill: the bytes are written into the
-            // sender's own buffer, which `send(id:bytes:)` copies into libzmq's.
-            let buffer = Confined(UnsafeMutableRawPointer.allocate(byteCount: payload, alignment: 64))
+            // Each message filled in place in the frame libzmq sends
+            // (`send(id:byteCount:timeout:filling:)`): from 64 KiB on a frame of its own, below
+            // it the message frame after its 27-byte header, where words are unaligned.
+            let aligned = payload >= 64 << 10
             send = {
                 do {
                     for _ in 0..<messages {
-                        Payload.fill(buffer.value, byteCount: payload, seed: sequence.value)
+                        let seed = sequence.value
+                        try target.send(id: 1, byteCount: payload, timeout: .seconds(30)) { buffer in
+                            let base = buffer.baseAddress.unsafelyUnwrapped
+                            if aligned {
+                                Payload.fill(base, byteCount: payload, seed: seed)
+                            } else {
+                                Payload.fillUnaligned(base, byteCount: payload, seed: seed)
+                            }
+                        }
                         sequence.value &+= 1
-                        try target.send(id: 1, bytes: UnsafeRawBufferPointer(start: buffer.value, count: payload),
-                                        timeout: .seconds(30))
                     }
                 } catch {
                     fatalError("RunLoopKit send failed: \(error)")
                 }
             }
-            close = { buffer.value.deallocate() }
+            close = {}
         case .zmq(let endpoint):
             (name, index) = ("zmq-ipc", 1)
             let context = RawZMQ.context()

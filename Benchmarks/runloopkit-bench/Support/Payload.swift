@@ -12,6 +12,15 @@ enum Payload {
         for index in 0..<byteCount / 8 { words[index] = seed &+ UInt64(truncatingIfNeeded: index) }
     }
 
+    /// Writes what `fill` writes, at a `buffer` with no particular alignment (a payload in
+    /// a message frame, after its header).
+    @inline(__always)
+    static func fillUnaligned(_ buffer: UnsafeMutableRawPointer, byteCount: Int, seed: UInt64) {
+        for index in 0..<byteCount / 8 {
+            buffer.storeBytes(of: seed &+ UInt64(truncatingIfNeeded: index), toByteOffset: index * 8, as: UInt64.self)
+        }
+    }
+
     /// Reads every word of a payload written by `fill`; crashes if its sum is not what
     /// `fill` wrote (a benchmark whose data is wrong measures nothing).
     @inline(__always)
