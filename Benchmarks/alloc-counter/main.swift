@@ -267,6 +267,31 @@ func bytesSends(payload: Int, messages: Int, budget: Int?, into results: Results
     server.stop()
 }
 
+/// Sends of bytes filled in place (`RemotePort.send(id:byteCount:timeout:filling:)`), from a
+/// plain thread and from a loop thread: the same allocations as `send(id:bytes:)`.
+func filledSends(payload: Int, messages: Int, budget: Int?, into results: Results) throws {
+    let server = try CountingServer(reply: false)
+    let remote: RemotePort = server.remote
+    let sendAll = { @Sendable (count: Int) -> PerMessage in
+        try! allocations(per: count) {
+            for _ in 0..<count {
+                try remote.send(id: 1, byteCount: payload, timeout: .seconds(10)) { $0.initializeMemory(as: UInt8.self, repeating: 7) }
+            }
+        }
+    }
+    let plain = onPlainThread { warmedUp(server, messages, sendAll) }
+    _ = server.receiverAllocations()
+    let worker = try WorkerThread(name: "alloc-sender")
+    let fromLoop = try worker.performAndWait { warmedUp(server, messages, sendAll) }
+    _ = server.receiverAllocations()
+    worker.stop()
+    results.figures.append(Figure(name: "send filled, \(payload) B, plain thread", perMessage: plain, budget: budget,
+                                  libzmqBudget: 1))
+    results.figures.append(Figure(name: "send filled, \(payload) B, loop thread", perMessage: fromLoop, budget: budget,
+                                  libzmqBudget: 1))
+    server.stop()
+}
+
 func requestReply(payload: Int, requests: Int, budgets: (requester: Int?, server: Int?), into results: Results) throws {
     let server = try CountingServer(reply: true)
     let message = LoopMessage(id: 1, components: [.data([UInt8](repeating: 7, count: payload))])
@@ -324,6 +349,8 @@ try oneWay(payload: 16, messages: messages, borrowing: true, budgets: (send: nil
 try oneWay(payload: 64, messages: messages, borrowing: true, budgets: (send: nil, receive: 0), into: results)
 try bytesSends(payload: 16, messages: messages, budget: 0, into: results)
 try bytesSends(payload: 64, messages: messages, budget: 0, into: results)
+try filledSends(payload: 16, messages: messages, budget: 0, into: results)
+try filledSends(payload: 64, messages: messages, budget: 0, into: results)
 try requestReply(payload: 16, requests: messages / 4, budgets: (requester: 2, server: 0), into: results)
 
 // libzmq allocates every frame over 33 bytes on the sending thread: seen here, or its
