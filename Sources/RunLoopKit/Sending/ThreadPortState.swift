@@ -112,21 +112,19 @@ final class ThreadPortState {
     /// Sends a message of id `id` with one data component of `byteCount` bytes (checked by
     /// the caller: 1 up to the wire's limit) that `fill` writes in place, in the frames
     /// libzmq sends, as `send(_:to:within:)` sends: `fill` runs once, before the first
-    /// attempt. Returns the error `fill` threw, if it did: then nothing was sent. The frames
-    /// are released however the send ends.
-    func send<Failure: Error>(id: Int32, byteCount: Int, to destination: RemotePort, within timeout: Duration,
-                              filling fill: (UnsafeMutableRawBufferPointer) throws(Failure) -> Void) throws(PortError) -> Failure? {
+    /// attempt, and returns false if it failed: then nothing is sent. The frames are
+    /// released however the send ends.
+    func send(id: Int32, byteCount: Int, to destination: RemotePort, within timeout: Duration,
+              filling fill: (UnsafeMutableRawBufferPointer) -> Bool) throws(PortError) {
         let socket = try connection(to: destination).socket
-        return try withUnsafeTemporaryAllocation(of: ZMQSocket.FrameSlot.self, capacity: 2) {
-            frames throws(PortError) -> Failure? in
+        try withUnsafeTemporaryAllocation(of: ZMQSocket.FrameSlot.self, capacity: 2) { frames throws(PortError) in
             let frames = frames.baseAddress.unsafelyUnwrapped
             let (message, bytes) = try asPortError { () throws(SystemCallError) in
                 try socket.prepareFilledMessage(frames, id: id, byteCount: byteCount)
             }
             defer { message.release() }
-            do throws(Failure) { try fill(bytes) } catch { return error }
+            guard fill(bytes) else { return }
             _ = try send(message, as: .message, correlationID: 0, to: destination) { .after(timeout) }
-            return nil
         }
     }
 
