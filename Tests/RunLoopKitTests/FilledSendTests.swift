@@ -138,8 +138,8 @@ final class FilledSendTests: XCTestCase {
         XCTAssertLessThan(growth, 16 << 20, "\(growth) bytes more in use after \(rounds) rounds of throwing closures")
     }
 
-    /// The process's resident memory: every frame kept would add its size, filled.
-    private static func heapInUse() -> Int { ProcessResources.measure().residentKilobytes * 1024 }
+    /// The allocator's bytes in use: every frame kept would add its size.
+    private static func heapInUse() -> Int { heapBytesInUse() }
 
     func testASizeUnderOneOrOverTheWireLimitIsRefusedWithATypedErrorBeforeTheClosureRunsOrAConnectionIsMade() throws {
         let port = try LocalPort()
