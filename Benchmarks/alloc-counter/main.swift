@@ -244,40 +244,32 @@ func oneWay(payload: Int, messages: Int, borrowing: Bool = false, keeping: Bool 
 
 /// Sends of bytes (`RemotePort.send(id:bytes:)`), from a plain thread and from a loop thread.
 func bytesSends(payload: Int, messages: Int, budget: Int?, into results: Results) throws {
-    let server = try CountingServer(reply: false)
-    let remote: RemotePort = server.remote
     let bytes = [UInt8](repeating: 7, count: payload)
-    let sendAll = { @Sendable (count: Int) -> PerMessage in
-        try! bytes.withUnsafeBytes { buffer in
-            try allocations(per: count) {
-                for _ in 0..<count { try remote.send(id: 1, bytes: buffer, timeout: .seconds(10)) }
-            }
+    try sends(named: "send bytes, \(payload) B", messages: messages, budget: budget, into: results) { remote, count in
+        try bytes.withUnsafeBytes { buffer in
+            for _ in 0..<count { try remote.send(id: 1, bytes: buffer, timeout: .seconds(10)) }
         }
     }
-    let plain = onPlainThread { warmedUp(server, messages, sendAll) }
-    _ = server.receiverAllocations()
-    let worker = try WorkerThread(name: "alloc-sender")
-    let fromLoop = try worker.performAndWait { warmedUp(server, messages, sendAll) }
-    _ = server.receiverAllocations()
-    worker.stop()
-    results.figures.append(Figure(name: "send bytes, \(payload) B, plain thread", perMessage: plain, budget: budget,
-                                  libzmqBudget: 1))
-    results.figures.append(Figure(name: "send bytes, \(payload) B, loop thread", perMessage: fromLoop, budget: budget,
-                                  libzmqBudget: 1))
-    server.stop()
 }
 
 /// Sends of bytes filled in place (`RemotePort.send(id:byteCount:timeout:filling:)`), from a
 /// plain thread and from a loop thread: the same allocations as `send(id:bytes:)`.
 func filledSends(payload: Int, messages: Int, budget: Int?, into results: Results) throws {
+    try sends(named: "send filled, \(payload) B", messages: messages, budget: budget, into: results) { remote, count in
+        for _ in 0..<count {
+            try remote.send(id: 1, byteCount: payload, timeout: .seconds(10)) { $0.initializeMemory(as: UInt8.self, repeating: 7) }
+        }
+    }
+}
+
+/// `count` one-way sends made by `send`, from a plain thread and from a loop thread, to a
+/// server that does not reply: the figures `"\(name), plain thread"` and `"…, loop thread"`.
+func sends(named name: String, messages: Int, budget: Int?, into results: Results,
+           _ send: @escaping @Sendable (RemotePort, Int) throws -> Void) throws {
     let server = try CountingServer(reply: false)
     let remote: RemotePort = server.remote
     let sendAll = { @Sendable (count: Int) -> PerMessage in
-        try! allocations(per: count) {
-            for _ in 0..<count {
-                try remote.send(id: 1, byteCount: payload, timeout: .seconds(10)) { $0.initializeMemory(as: UInt8.self, repeating: 7) }
-            }
-        }
+        try! allocations(per: count) { try send(remote, count) }
     }
     let plain = onPlainThread { warmedUp(server, messages, sendAll) }
     _ = server.receiverAllocations()
@@ -285,10 +277,8 @@ func filledSends(payload: Int, messages: Int, budget: Int?, into results: Result
     let fromLoop = try worker.performAndWait { warmedUp(server, messages, sendAll) }
     _ = server.receiverAllocations()
     worker.stop()
-    results.figures.append(Figure(name: "send filled, \(payload) B, plain thread", perMessage: plain, budget: budget,
-                                  libzmqBudget: 1))
-    results.figures.append(Figure(name: "send filled, \(payload) B, loop thread", perMessage: fromLoop, budget: budget,
-                                  libzmqBudget: 1))
+    results.figures.append(Figure(name: "\(name), plain thread", perMessage: plain, budget: budget, libzmqBudget: 1))
+    results.figures.append(Figure(name: "\(name), loop thread", perMessage: fromLoop, budget: budget, libzmqBudget: 1))
     server.stop()
 }
 
