@@ -207,17 +207,7 @@ final class PyZMQPeerTests: XCTestCase {
         XCTAssertEqual(try hex(after: "the attach packet:"),
                        DescriptorPacket.encode(.attach, try XCTUnwrap(DescriptorToken(token))))
 
-        var read: [String] = []
-        var fds: [Int32] = []
-        let port = try LocalPort(name: "descriptor-listing-\(getpid())-\(UInt32.random(in: .min ... .max))") { message in
-            for descriptor in message.descriptors {
-                fds.append(descriptor.descriptor ?? -1)
-                var bytes = [UInt8](repeating: 0, count: 64)
-                let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor.descriptor ?? -1, $0.baseAddress, $0.count) }
-                read.append(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self))
-            }
-            return nil
-        }
+        let (port, reader) = try descriptorReadingPort(named: "descriptor-listing")
         defer { port.invalidate() }
         loop.add(port, to: .default)
         let documented = "/run/user/1000/runloopkit/printer.sock"
@@ -231,11 +221,11 @@ final class PyZMQPeerTests: XCTestCase {
         var listingEnd: ChildExit?
         loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
         defer { Self.end(listing, ended: { listingEnd != nil }) }
-        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !read.isEmpty }),
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !reader.read.isEmpty }),
                       "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
-        XCTAssertEqual(read, ["through a pipe"])
+        XCTAssertEqual(reader.read, ["through a pipe"])
         XCTAssertEqual(port.statistics.messagesDropped, 0)
-        XCTAssertEqual(fcntl(try XCTUnwrap(fds.first), F_GETFD), -1, "the message closed its descriptor after the handler")
+        XCTAssertEqual(fcntl(try XCTUnwrap(reader.descriptors.first), F_GETFD), -1, "the message closed its descriptor after the handler")
     }
 
     /// The same listing, its process made to reach its end before its message can leave:
@@ -248,15 +238,7 @@ final class PyZMQPeerTests: XCTestCase {
         guard pythonCanImportZMQ() else {
             return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
         }
-        var read: [String] = []
-        let port = try LocalPort(name: "descriptor-listing-late-\(getpid())-\(UInt32.random(in: .min ... .max))") { message in
-            for descriptor in message.descriptors {
-                var bytes = [UInt8](repeating: 0, count: 64)
-                let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor.descriptor ?? -1, $0.baseAddress, $0.count) }
-                read.append(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self))
-            }
-            return nil
-        }
+        let (port, reader) = try descriptorReadingPort(named: "descriptor-listing-late")
         defer { port.invalidate() }
         loop.add(port, to: .default)
         let path = String(port.remote.address.rawValue.dropFirst("ipc://".count))
@@ -291,12 +273,34 @@ final class PyZMQPeerTests: XCTestCase {
         var listingEnd: ChildExit?
         loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
         defer { Self.end(listing, ended: { listingEnd != nil }) }
-        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !read.isEmpty || listingEnd != nil }))
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !reader.read.isEmpty || listingEnd != nil }))
         if access(hidden, F_OK) == 0 { _ = rename(hidden, path) } // the listing ended without closing: too late now
-        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !read.isEmpty }),
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !reader.read.isEmpty }),
                       "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
-        XCTAssertEqual(read, ["through a pipe"])
+        XCTAssertEqual(reader.read, ["through a pipe"])
         XCTAssertEqual(port.statistics.messagesDropped, 0)
+    }
+
+    /// What a `descriptorReadingPort` read: each descriptor's first bytes (at most 64), and
+    /// its number in this process.
+    private final class DescriptorReader {
+        var read: [String] = []
+        var descriptors: [Int32] = []
+    }
+
+    /// A named port (`prefix` and a unique tail) that reads each descriptor it gets.
+    private func descriptorReadingPort(named prefix: String) throws -> (LocalPort, DescriptorReader) {
+        let reader = DescriptorReader()
+        let port = try LocalPort(name: "\(prefix)-\(getpid())-\(UInt32.random(in: .min ... .max))") { message in
+            for descriptor in message.descriptors {
+                reader.descriptors.append(descriptor.descriptor ?? -1)
+                var bytes = [UInt8](repeating: 0, count: 64)
+                let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor.descriptor ?? -1, $0.baseAddress, $0.count) }
+                reader.read.append(String(decoding: bytes.prefix(max(0, count)), as: UTF8.self))
+            }
+            return nil
+        }
+        return (port, reader)
     }
 
     /// The Python listing of `docs/wire-format.md`'s "Descriptors", its socket path made `path`.
