@@ -49,7 +49,8 @@ enum FuzzFraming {
 /// component inline or alone as the caller says: the encoder puts only components of 64 KiB
 /// or more alone, which no fuzz input holds, where receivers accept any mix.
 enum FuzzFrames {
-    /// A component: its table kind (0 data inline, 1 port, 2 data alone, 3 descriptor) and its bytes.
+    /// A component: its table kind (0 data inline, 1 port, 2 data alone, 3 descriptor, 4
+    /// shared data's note) and its bytes.
     struct Part {
         let kind: UInt8
         let bytes: [UInt8]
@@ -58,6 +59,10 @@ enum FuzzFrames {
         static func alone(_ bytes: [UInt8]) -> Part { Part(kind: 2, bytes: bytes) }
         static func descriptor(token: [UInt8], index: UInt32) -> Part {
             Part(kind: 3, bytes: token + (0..<4).map { UInt8(truncatingIfNeeded: index >> (8 * UInt32($0))) })
+        }
+        static func sharedData(token: [UInt8], start: UInt64, length: UInt64) -> Part {
+            Part(kind: 4, bytes: token + (0..<8).map { UInt8(truncatingIfNeeded: start >> (8 * UInt64($0))) }
+                 + (0..<8).map { UInt8(truncatingIfNeeded: length >> (8 * UInt64($0))) })
         }
     }
 
@@ -86,6 +91,7 @@ enum FuzzFrames {
             case .port(let address): .port(address)
             case .data(let bytes): frames[0][22 + 5 * index] == 2 ? .alone(bytes) : .data(bytes)
             case .descriptor(let token, let index): .descriptor(token: token, index: index)
+            case .sharedData(let token, let start, let length): .sharedData(token: token, start: start, length: length)
             }
         }
         return build(kind: message.kind, messageID: message.messageID, correlationID: message.correlationID,
@@ -118,8 +124,12 @@ func checkDecoder(_ input: [UInt8]) {
     case (.failure(.descriptorsNotFound), .success(let modelled)):
         // The port claims descriptors from its side channel, which the probe has none of:
         // a valid message with descriptor components is dropped, never delivered in part.
-        precondition(modelled.components.contains { if case .descriptor = $0 { true } else { false } },
-                     "only a message with descriptor components is dropped for them")
+        precondition(modelled.components.contains {
+            switch $0 {
+            case .descriptor, .sharedData: true
+            case .data, .port: false
+            }
+        }, "only a message with descriptor or shared data components is dropped for them")
     case (.failure(let dropped), .failure(let rejected)):
         precondition(frames.isEmpty || dropped == rejected, "the port and the model reject a message alike")
     default:

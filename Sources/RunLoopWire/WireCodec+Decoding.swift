@@ -16,6 +16,9 @@ extension WireCodec {
         package let portCount: Int
         /// How many of the components are descriptors, which the receiver claims.
         package let descriptorCount: Int
+        /// How many of the components are data in shared memory, which the receiver finds
+        /// in the ring its sender shared.
+        package let sharedCount: Int
         /// The reply port's bytes; empty for none.
         @usableFromInline package let replyPort: UnsafeRawBufferPointer
         /// The message frame, for the component table and the inline components.
@@ -24,7 +27,7 @@ extension WireCodec {
         @usableFromInline let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
 
         @usableFromInline init(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
-                               portCount: Int, descriptorCount: Int, replyPort: UnsafeRawBufferPointer,
+                               portCount: Int, descriptorCount: Int, sharedCount: Int, replyPort: UnsafeRawBufferPointer,
                                messageFrame: UnsafeRawBufferPointer, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
             self.kind = kind
             self.messageID = messageID
@@ -32,6 +35,7 @@ extension WireCodec {
             self.componentCount = componentCount
             self.portCount = portCount
             self.descriptorCount = descriptorCount
+            self.sharedCount = sharedCount
             self.replyPort = replyPort
             self.messageFrame = messageFrame
             self.frames = frames
@@ -53,7 +57,7 @@ extension WireCodec {
             if kind == ownFrameDataKind { return ComponentBytes(isPort: false, bytes: frames[1]) }
             let length = Int(UInt32(littleEndian: messageFrame.loadUnaligned(fromByteOffset: fixedHeaderSize + 1,
                                                                              as: UInt32.self)))
-            return ComponentBytes(isPort: kind == portKind, isDescriptor: kind == descriptorKind,
+            return ComponentBytes(kind: kind,
                                   bytes: UnsafeRawBufferPointer(rebasing: messageFrame[inlineStart..<inlineStart + length]))
         }
 
@@ -69,16 +73,36 @@ extension WireCodec {
     }
 
     /// One component of a checked message: a port's address, a descriptor component's
-    /// token and index, or a data component's bytes, where they were received.
+    /// token and index, a shared data component's note, or a data component's bytes, where
+    /// they were received.
     @usableFromInline package struct ComponentBytes {
-        @usableFromInline package let isPort: Bool
-        @usableFromInline package let isDescriptor: Bool
+        /// The component's kind byte; `ownFrameDataKind` reads as `dataKind`.
+        @usableFromInline let kind: UInt8
         @usableFromInline package let bytes: UnsafeRawBufferPointer
 
-        @inlinable init(isPort: Bool, isDescriptor: Bool = false, bytes: UnsafeRawBufferPointer) {
-            self.isPort = isPort
-            self.isDescriptor = isDescriptor
+        @inlinable init(kind: UInt8, bytes: UnsafeRawBufferPointer) {
+            self.kind = kind
             self.bytes = bytes
+        }
+
+        @inlinable init(isPort: Bool, bytes: UnsafeRawBufferPointer) {
+            self.init(kind: isPort ? portKind : dataKind, bytes: bytes)
+        }
+
+        @inlinable package var isPort: Bool { kind == portKind }
+        @inlinable package var isDescriptor: Bool { kind == descriptorKind }
+        /// A data component whose bytes are in shared memory: `bytes` is its note.
+        @inlinable package var isShared: Bool { kind == sharedDataKind }
+        /// Data whose bytes are `bytes`: inline or in a frame of their own.
+        @inlinable package var isData: Bool { kind == dataKind || kind == ownFrameDataKind }
+
+        /// A shared data component's note: the ring's token (its first 16 bytes), where the
+        /// bytes start in the ring and how many there are.
+        package var sharedReference: (token: UnsafeRawBufferPointer, start: UInt64, length: UInt64) {
+            precondition(isShared && bytes.count == sharedComponentSize)
+            return (UnsafeRawBufferPointer(rebasing: bytes[0..<16]),
+                    UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+                    UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 24, as: UInt64.self)))
         }
 
         /// A descriptor component's token (its first 16 bytes) and index (the last 4).
@@ -114,7 +138,7 @@ extension WireCodec {
             }
             let length = Int(UInt32(littleEndian: header.messageFrame.loadUnaligned(fromByteOffset: entry + 1, as: UInt32.self)))
             defer { inlineOffset += length }
-            return ComponentBytes(isPort: kind == portKind, isDescriptor: kind == descriptorKind,
+            return ComponentBytes(kind: kind,
                                   bytes: UnsafeRawBufferPointer(rebasing: header.messageFrame[inlineOffset..<inlineOffset + length]))
         }
     }
@@ -141,6 +165,10 @@ extension WireCodec {
                 } else if component.isDescriptor {
                     let reference = component.descriptorReference
                     components.append(.descriptor(token: [UInt8](reference.token), index: reference.index))
+                } else if component.isShared {
+                    let reference = component.sharedReference
+                    components.append(.sharedData(token: [UInt8](reference.token), start: reference.start,
+                                                  length: reference.length))
                 } else {
                     components.append(.data([UInt8](component.bytes)))
                 }
@@ -206,6 +234,7 @@ extension WireCodec {
         var aloneCount = 0
         var portCount = 0
         var descriptorCount = 0
+        var sharedCount = 0
         var index = 0
         while index < componentCount {
             let entry = fixedHeaderSize + tableEntrySize * index
@@ -223,6 +252,10 @@ extension WireCodec {
                 }
                 expectedSize += length
                 descriptorCount += 1
+            case sharedDataKind:
+                guard length == sharedComponentSize else { throw .sharedLengthInvalid(index: index, length: length) }
+                expectedSize += length
+                sharedCount += 1
             default: throw .unknownComponentKind(index: index, kind: componentKind)
             }
             index += 1
@@ -254,7 +287,7 @@ extension WireCodec {
         }
         return CheckedHeader(kind: kind, messageID: messageID, correlationID: correlationID,
                              componentCount: componentCount, portCount: portCount, descriptorCount: descriptorCount,
-                             replyPort: UnsafeRawBufferPointer(rebasing: frame[tableEnd..<tableEnd + replyPortBytes]),
+                             sharedCount: sharedCount, replyPort: UnsafeRawBufferPointer(rebasing: frame[tableEnd..<tableEnd + replyPortBytes]),
                              messageFrame: frame, frames: frames)
     }
 }

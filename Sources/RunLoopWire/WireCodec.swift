@@ -15,7 +15,7 @@
 /// | 8..<12   | message id, Int32 little-endian                  |
 /// | 12..<20  | correlation id, UInt64 little-endian             |
 /// | 20..<22  | reply port length R, UInt16 little-endian (0: none) |
-/// | 22..<22+5N | the component table: per component, its kind (0 data, 1 port, 2 data in a frame of its own, 3 descriptor) and its length, UInt32 little-endian |
+/// | 22..<22+5N | the component table: per component, its kind (0 data, 1 port, 2 data in a frame of its own, 3 descriptor, 4 data in shared memory) and its length, UInt32 little-endian |
 ///
 /// then the reply port's R bytes, then the inline components' bytes, in order.
 ///
@@ -47,6 +47,13 @@
     @inlinable package static var descriptorKind: UInt8 { 3 }
     /// The length of every descriptor component.
     @inlinable package static var descriptorComponentSize: Int { 20 }
+    /// The component kind byte of a data component in shared memory: in the message frame,
+    /// a note naming where its bytes lie in a ring the sender shared with the receiving
+    /// port (`docs/wire-format.md`, "Shared memory"): a 16-byte token, then the bytes'
+    /// start and length, 64-bit each.
+    @inlinable package static var sharedDataKind: UInt8 { 4 }
+    /// The length of every shared data component's note.
+    @inlinable package static var sharedComponentSize: Int { 32 }
 
     /// The kind byte of a statistics query (format version 3, after RunLoopKit 0.1.0): a
     /// header alone (no components, no reply port) with a fresh nonzero correlation id,
@@ -105,6 +112,8 @@
             case .data(let bytes): bytes
             case .port(let address): Array(address.utf8)
             case .descriptor(let token, let index): token + withUnsafeBytes(of: index.littleEndian, Array.init)
+            case .sharedData(let token, let start, let length):
+                token + withUnsafeBytes(of: start.littleEndian, Array.init) + withUnsafeBytes(of: length.littleEndian, Array.init)
             }
         }
         var layout = Layout(componentCount: bytes.count, replyPortBytes: replyAddress.count)
@@ -113,6 +122,7 @@
             case .data: layout.addData(bytes[index].count)
             case .port: layout.addPort(bytes[index].count)
             case .descriptor: layout.addDescriptor()
+            case .sharedData: layout.addSharedData()
             }
         }
         layout.finish()
@@ -124,6 +134,7 @@
             for index in bytes.indices {
                 switch message.components[index] {
                 case .descriptor: bytes[index].withUnsafeBytes { writer.writeDescriptorComponent(index, $0) }
+                case .sharedData: bytes[index].withUnsafeBytes { writer.writeSharedDataComponent(index, $0) }
                 case .port: bytes[index].withUnsafeBytes { writer.writeComponent(index, isPort: true, $0) }
                 case .data: bytes[index].withUnsafeBytes { writer.writeComponent(index, isPort: false, $0) }
                 }
@@ -185,6 +196,12 @@
         @inlinable @inline(__always)
         package mutating func addDescriptor() {
             messageFrameSize += WireCodec.descriptorComponentSize
+        }
+
+        /// Adds a shared data component: its note (`sharedComponentSize` bytes, inline).
+        @inlinable @inline(__always)
+        package mutating func addSharedData() {
+            messageFrameSize += WireCodec.sharedComponentSize
         }
 
         /// Decides, once every component was added, whether the data fits the message frame.
@@ -270,6 +287,17 @@
             precondition(bytes.count == descriptorComponentSize)
             let entry = fixedHeaderSize + tableEntrySize * index
             frame[entry] = descriptorKind
+            frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
+            copy(bytes)
+        }
+
+        /// Writes shared data component `index`: its table entry and its note's 32 bytes (a
+        /// ring's token, then the bytes' start and length in it, `sharedComponentSize`).
+        @inlinable
+        package mutating func writeSharedDataComponent(_ index: Int, _ bytes: UnsafeRawBufferPointer) {
+            precondition(bytes.count == sharedComponentSize)
+            let entry = fixedHeaderSize + tableEntrySize * index
+            frame[entry] = sharedDataKind
             frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
             copy(bytes)
         }

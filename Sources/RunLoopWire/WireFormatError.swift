@@ -40,9 +40,13 @@
     case addressInvalid(component: Int)
     /// The descriptor component at `index` is `length` bytes, not 20 (a token and an index).
     case descriptorLengthInvalid(index: Int, length: Int)
+    /// The shared data component at `index` is `length` bytes, not 32 (a token, a start
+    /// and a length).
+    case sharedLengthInvalid(index: Int, length: Int)
     /// A descriptor component names descriptors its sender did not send to this port: an
-    /// unknown or forged token, another process's, or an index past what the token holds
-    /// (found when the receiver claims them, after every check above).
+    /// unknown or forged token, another process's, or an index past what the token holds;
+    /// or a shared data component names no ring its sender shared with this port, or bytes
+    /// outside it (found when the receiver claims them, after every check above).
     case descriptorsNotFound(component: Int)
 
     @usableFromInline package var description: String {
@@ -77,6 +81,8 @@
             "component \(component) is not a valid port address"
         case .descriptorLengthInvalid(let index, let length):
             "descriptor component \(index) is \(length) bytes, not 20"
+        case .sharedLengthInvalid(let index, let length):
+            "shared data component \(index) is \(length) bytes, not 32"
         case .descriptorsNotFound(let component):
             "component \(component) names descriptors its sender did not send here"
         }

@@ -32,6 +32,9 @@ package enum WireComponent: Equatable, Sendable {
     /// A descriptor, sent beside the message (a port's side channel): the 16-byte token it
     /// was sent under and its index among that token's descriptors.
     case descriptor(token: [UInt8], index: UInt32)
+    /// Bytes in a ring of shared memory its sender gave the receiving port (a port's side
+    /// channel): the ring's 16-byte token, then where the bytes start in it and how many.
+    case sharedData(token: [UInt8], start: UInt64, length: UInt64)
 }
 
 /// A RunLoopKit port message as it travels between processes and threads: see

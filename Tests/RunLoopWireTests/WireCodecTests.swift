@@ -24,6 +24,10 @@ final class WireCodecTests: XCTestCase {
         static func descriptor(token: [UInt8], index: UInt32) -> Part {
             Part(kind: 3, bytes: token + withUnsafeBytes(of: index.littleEndian, Array.init))
         }
+        static func sharedData(token: [UInt8], start: UInt64, length: UInt64) -> Part {
+            Part(kind: 4, bytes: token + withUnsafeBytes(of: start.littleEndian, Array.init)
+                 + withUnsafeBytes(of: length.littleEndian, Array.init))
+        }
     }
 
     /// The frames of a message with the given fields, built byte by byte from the format
@@ -142,6 +146,9 @@ final class WireCodecTests: XCTestCase {
             case .data(let bytes): XCTAssertEqual(read[0].1, bytes)
             case .port(let address): XCTAssertEqual(read[0].1, Array(address.utf8))
             case .descriptor(let token, let index): XCTAssertEqual(read[0].1, token + withUnsafeBytes(of: index.littleEndian, Array.init))
+            case .sharedData(let token, let start, let length):
+                XCTAssertEqual(read[0].1, token + withUnsafeBytes(of: start.littleEndian, Array.init)
+                               + withUnsafeBytes(of: length.littleEndian, Array.init))
             }
         }
     }
@@ -445,8 +452,25 @@ final class WireCodecTests: XCTestCase {
     }
 
     func testAnUnknownComponentKindIsRejected() {
-        assertDecodeThrows(frames([.data([1]), Part(kind: 4, bytes: [2]), Part(kind: 0xFF, bytes: [])]),
-                           .unknownComponentKind(index: 1, kind: 4))
+        assertDecodeThrows(frames([.data([1]), Part(kind: 5, bytes: [2]), Part(kind: 0xFF, bytes: [])]),
+                           .unknownComponentKind(index: 1, kind: 5))
+    }
+
+    func testASharedDataComponentRoundTripsAsItsNoteInTheMessageFrameAndAnyOtherLengthIsRejected() {
+        let token = Array(UInt8(0)..<16)
+        let message = WireMessage(messageID: 7, components: [
+            .data([1]), .sharedData(token: token, start: 0x1_0000, length: 0x10_0000), .port(address: "ipc://x"),
+        ])
+        assertRoundTrips(message, as: frames(messageID: 7, [
+            .data([1]), .sharedData(token: token, start: 0x1_0000, length: 0x10_0000), .port("ipc://x"),
+        ]))
+        let frame = WireCodec.encode(message)[0]
+        XCTAssertEqual(frame[22 + 5], 4, "kind 4")
+        XCTAssertEqual(Array(frame[22 + 5 + 1..<22 + 5 + 5]), [32, 0, 0, 0], "always 32 bytes")
+        for length in [0, 31, 33] {
+            assertDecodeThrows(frames([.data([1]), Part(kind: 4, bytes: Array(repeating: 0, count: length))]),
+                               .sharedLengthInvalid(index: 1, length: length))
+        }
     }
 
     func testADescriptorComponentRoundTripsAsItsTokenAndIndexInTheMessageFrame() {
@@ -659,6 +683,7 @@ final class WireCodecTests: XCTestCase {
         case .replyAddressInvalid: "replyAddressInvalid"
         case .addressInvalid: "addressInvalid"
         case .descriptorLengthInvalid: "descriptorLengthInvalid"
+        case .sharedLengthInvalid: "sharedLengthInvalid"
         case .descriptorsNotFound: "descriptorsNotFound"
         }
     }
@@ -671,6 +696,7 @@ final class WireCodecTests: XCTestCase {
             case .port(let address): .port(address)
             case .data(let bytes): placement[0][22 + 5 * index] == 2 ? .alone(bytes) : .data(bytes)
             case .descriptor(let token, let index): .descriptor(token: token, index: index)
+            case .sharedData(let token, let start, let length): .sharedData(token: token, start: start, length: length)
             }
         }
         return frames(kind: message.kind.rawValue, messageID: message.messageID, correlationID: message.correlationID,
@@ -731,6 +757,7 @@ final class WireCodecTests: XCTestCase {
             switch component {
             case .port(let address): return .port(address)
             case .descriptor(let token, let index): return .descriptor(token: token, index: index)
+            case .sharedData(let token, let start, let length): return .sharedData(token: token, start: start, length: length)
             case .data(let bytes):
                 let alone = frames[0][22 + 5 * index] == 2
                 return alone != (index == moved) ? .alone(bytes) : .data(bytes)
