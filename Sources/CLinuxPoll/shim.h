@@ -115,6 +115,24 @@ static inline int clinux_futex_wake(uint32_t *word) {
     return (int)syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
+/// `clinux_futex_wait` on a word that other processes map too (a `MAP_SHARED` mapping of
+/// a memory file): the futex is keyed by the memory, not the process. Same returns.
+static inline int clinux_futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    struct timespec deadline;
+    struct timespec *timeout = NULL;
+    if (deadline_ns != UINT64_MAX) {
+        deadline.tv_sec = (time_t)(deadline_ns / 1000000000u);
+        deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
+        timeout = &deadline;
+    }
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expected, timeout, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+/// Wakes every waiter of `clinux_futex_wait_shared` on `word`, in any process. Returns how many woke.
+static inline int clinux_futex_wake_shared(uint32_t *word) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
 #include <signal.h>
 #include <sys/wait.h>
 /// Opens a descriptor that refers to process `pid` and becomes readable when it exits
