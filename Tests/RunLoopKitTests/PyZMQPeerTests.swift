@@ -281,6 +281,60 @@ final class PyZMQPeerTests: XCTestCase {
         XCTAssertEqual(port.statistics.messagesDropped, 0)
     }
 
+    /// The Python listing of `docs/wire-format.md`'s "Shared memory", run against a named
+    /// port with the document's socket path replaced by the port's: it reads the port's
+    /// welcome, gives it a sealed ring and sends a note naming 1 MiB in it; the port's
+    /// borrowing handler reads every byte where it lies and gives them back. The hex the
+    /// section shows is what RunLoopKit writes for the same note and welcome.
+    func testTheWireFormatDocumentsSharedMemoryListingHandsANamedPortAComponentInARing() throws {
+        guard pythonCanImportZMQ() else {
+            return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
+        }
+        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
+        let start = try XCTUnwrap(document.range(of: "## Shared memory\n")?.upperBound)
+        let end = try XCTUnwrap(document[start...].range(of: "\n## ")?.lowerBound)
+        let section = String(document[start..<end])
+        let blocks = section.components(separatedBy: "```python\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        XCTAssertEqual(blocks.count, 1)
+        func hex(after label: String) throws -> [UInt8] {
+            let from = try XCTUnwrap(section.range(of: label)?.upperBound, label)
+            let text = section[from...].drop { $0 != "`" }.dropFirst().prefix { $0 != "`" }
+            return text.split(whereSeparator: \.isWhitespace).compactMap { UInt8($0, radix: 16) }
+        }
+        let token = Array(UInt8(0)..<16)
+        let frame = WireCodec.encode(WireMessage(messageID: 7, components: [.sharedData(token: token, start: 0, length: 1 << 20)]))
+        XCTAssertEqual(try hex(after: "with the token `00 01 … 0f`:"), frame[0])
+        XCTAssertEqual(try hex(after: "no descriptors:\n  "),
+                       Array(DescriptorPacket.encode(.welcome, DescriptorToken(high: 0, low: 0)).prefix(8)))
+
+        var checked: [Bool] = []
+        let port = try LocalPort(name: "ring-listing-\(getpid())-\(UInt32.random(in: .min ... .max))") { _ in nil }
+        port.handler = .borrowing { view in
+            let bytes = view.firstData ?? UnsafeRawBufferPointer(start: nil, count: 0)
+            checked.append(bytes.count == 1 << 20 && bytes.indices.allSatisfy { bytes[$0] == UInt8($0 % 251) })
+            return nil
+        }
+        defer { port.invalidate() }
+        loop.add(port, to: .default)
+        let documented = "/run/user/1000/runloopkit/printer.sock"
+        XCTAssertTrue(blocks[0].contains(documented))
+        let script = blocks[0].replacingOccurrences(of: documented, with: String(port.remote.address.rawValue.dropFirst("ipc://".count)))
+        let scriptFile = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wire-format-ring-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
+        try script.write(to: scriptFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: scriptFile) }
+        let listing = try SpawnedProcess([Self.python, scriptFile.path], reapedByCaller: true)
+        var listingEnd: ChildExit?
+        loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
+        defer { Self.end(listing, ended: { listingEnd != nil }) }
+        XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !checked.isEmpty }),
+                      "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
+        XCTAssertEqual(checked, [true], "the handler read the listing's 1 MiB where it lies")
+        XCTAssertEqual(port.statistics.messagesDropped, 0)
+        XCTAssertEqual(port.descriptorReceiver?.counters.ringsMapped, 1)
+    }
+
     /// What a `descriptorReadingPort` read: each descriptor's first bytes (at most 64), and
     /// its number in this process.
     private final class DescriptorReader {

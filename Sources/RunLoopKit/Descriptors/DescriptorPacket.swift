@@ -44,7 +44,7 @@ package struct DescriptorToken: Hashable, Sendable, CustomStringConvertible {
 /// One packet of the descriptor side channel, a unix `SOCK_SEQPACKET` connection: 24 bytes,
 /// `52 4c 4b 44` ("RLKD"), version `01`, an operation, two zero bytes, then the token's 16
 /// bytes; an `attach` packet carries 1–253 descriptors in one `SCM_RIGHTS` message, a
-/// `revoke` none.
+/// `revoke` none. The port sends one packet the other way, `welcome`, with none.
 package enum DescriptorPacket {
     /// The packet's size in bytes.
     package static let size = 24
@@ -55,6 +55,10 @@ package enum DescriptorPacket {
         case attach = 0
         /// The sender's message with this token was not sent: close its descriptors.
         case revoke = 1
+        /// From the port, first on each connection it accepts (token all zero, no
+        /// descriptors): it maps shared rings (`SharedRingLayout`), so the sender may send
+        /// large data components in one. A port that never says so gets plain frames.
+        case welcome = 2
     }
 
     /// The packet's bytes.

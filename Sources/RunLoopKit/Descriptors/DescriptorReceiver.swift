@@ -58,6 +58,13 @@ package final class DescriptorReceiver {
         /// Descriptors of a live connection closed after `unclaimedLifetime` without their
         /// message (also in `closedUnclaimed`).
         package var expired = 0
+        /// Shared rings mapped (`ring(_:from:)`).
+        package var ringsMapped = 0
+        /// Shared data components found in a mapped ring (each note a message named).
+        package var sharedComponents = 0
+        /// Shared rings refused: not sealed, not a ring's layout, a second one from one
+        /// connection, or over `maxRings`.
+        package var ringsRefused = 0
     }
 
     private struct Entry {
@@ -70,9 +77,19 @@ package final class DescriptorReceiver {
         var orphanedAt: Deadline?
     }
 
+    /// A sender's shared ring, mapped: while its connection lives, and `orphanGrace` after
+    /// it closed (its last notes may still be on their way, as descriptors' messages).
+    private struct RingEntry {
+        let ring: MappedRing
+        let pid: pid_t
+        var orphanedAt: Deadline?
+    }
+
     private struct Connection {
         let pid: pid_t
         var unclaimed = 0
+        /// The token of the ring it gave, if any: one per connection.
+        var ring: DescriptorToken?
         /// Its hang-up in the loop's poll set, once watched (`watch(on:)`).
         var hangUp: LoopHousekeeping?
         /// Whether a drop over its bound was logged (once per connection).
@@ -87,6 +104,9 @@ package final class DescriptorReceiver {
     package private(set) var counters = Counters()
     private var connections: [Int32: Connection] = [:]
     private var entries: [DescriptorToken: Entry] = [:]
+    private var rings: [DescriptorToken: RingEntry] = [:]
+    /// The most shared rings mapped at once (one per sending thread and port).
+    package let maxRings = 64
     private let uid = getuid()
     /// The loop whose poll set watches the listener, the hang-ups and the timer; nil until `watch(on:)`.
     private weak var loop: ThreadRunLoop?
@@ -254,6 +274,12 @@ package final class DescriptorReceiver {
             }
             connections[connection] = Connection(pid: credentials.pid)
             watchHangUp(of: connection)
+            // This port maps shared rings: a sender may give it one (best effort; a fresh
+            // connection's queue is empty).
+            let welcome = DescriptorPacket.encode(.welcome, DescriptorToken(high: 0, low: 0))
+            _ = try? welcome.withUnsafeBytes { bytes throws(SystemCallError) in
+                try Kernel.sendWithDescriptors(connection, bytes, descriptors: [])
+            }
         }
         if listenerWatch == nil { watchListener() }
     }
@@ -267,6 +293,10 @@ package final class DescriptorReceiver {
             packet = try withUnsafeMutableBytes(of: &buffer) { bytes throws(SystemCallError) in
                 try Kernel.receiveWithDescriptors(fd, into: bytes)
             }
+        } catch where error.errno == ECONNRESET {
+            // The sender closed with the port's welcome unread: the kernel reports it once,
+            // before the packets the sender queued, which are read next as after any close.
+            return true
         } catch {
             closeConnection(fd)
             return false
@@ -310,6 +340,9 @@ package final class DescriptorReceiver {
             connection.unclaimed += packet.descriptors.count
             connections[fd] = connection
             armTimer(before: now + unclaimedLifetime)
+        case .welcome: // the port's own packet: no sender sends it
+            counters.malformedPackets += 1
+            closeUnclaimed(packet.descriptors)
         case .revoke:
             closeUnclaimed(packet.descriptors)
             if let entry = entries[token], entry.connection == fd, let descriptors = remove(token) {
@@ -327,15 +360,19 @@ package final class DescriptorReceiver {
     private func remove(_ token: DescriptorToken) -> [MessageDescriptor]? {
         guard let entry = entries.removeValue(forKey: token) else { return nil }
         if entry.orphanedAt == nil { connections[entry.connection]?.unclaimed -= entry.descriptors.count }
-        if entries.isEmpty, timerArmedAt != nil { disarmTimer() } // no timer while nothing waits
+        if entries.isEmpty, !hasOrphanRings, timerArmedAt != nil { disarmTimer() } // no timer while nothing waits
         return entry.descriptors
     }
 
     private func closeConnection(_ fd: Int32) {
         guard let connection = connections.removeValue(forKey: fd) else { return }
         close(fd, watchedBy: connection.hangUp)
-        guard connection.unclaimed > 0 else { return }
         let now = Deadline.now()
+        if let token = connection.ring {
+            rings[token]?.orphanedAt = now
+            armTimer(before: now + orphanGrace)
+        }
+        guard connection.unclaimed > 0 else { return }
         for (token, entry) in entries where entry.connection == fd && entry.orphanedAt == nil {
             entries[token]?.orphanedAt = now
         }
@@ -356,6 +393,64 @@ package final class DescriptorReceiver {
         return descriptors
     }
 
+    /// The shared ring process `pid` gave under `token` (its descriptor attached under it,
+    /// named by the first note that uses it), mapped at that first note; nil (counted) for
+    /// a token that names no ring from that process, or a ring refused (`MappedRing`'s
+    /// checks, one per connection, at most `maxRings`).
+    func ring(_ token: DescriptorToken, from pid: pid_t) -> MappedRing? {
+        if let entry = rings[token] {
+            guard entry.pid == pid else {
+                counters.unknownTokens += 1
+                return nil
+            }
+            counters.sharedComponents += 1
+            return entry.ring
+        }
+        if entries[token] == nil { read(until: token) }
+        guard let entry = entries[token], entry.pid == pid, let descriptors = remove(token) else {
+            counters.unknownTokens += 1
+            return nil
+        }
+        defer { descriptors.forEach { $0.close() } } // a mapping outlives its descriptor
+        guard descriptors.count == 1, let fd = descriptors[0].descriptor, rings.count < maxRings,
+              entry.orphanedAt != nil || connections[entry.connection]?.ring == nil else {
+            counters.ringsRefused += 1
+            return nil
+        }
+        let ring: MappedRing
+        do {
+            ring = try MappedRing(checking: fd)
+        } catch {
+            counters.ringsRefused += 1
+            RunLoopKitLog.port.warning("a sender's shared ring refused", metadata: [
+                "path": "\(path)", "pid": "\(pid)", "reason": "\(error)",
+            ])
+            return nil
+        }
+        counters.ringsMapped += 1
+        counters.sharedComponents += 1
+        rings[token] = RingEntry(ring: ring, pid: pid, orphanedAt: entry.orphanedAt)
+        if let orphanedAt = entry.orphanedAt {
+            armTimer(before: orphanedAt + orphanGrace)
+        } else {
+            connections[entry.connection]?.ring = token
+        }
+        return ring
+    }
+
+    /// Shared rings mapped now.
+    package var mappedRingCount: Int { rings.count }
+
+    private var hasOrphanRings: Bool { rings.values.contains { $0.orphanedAt != nil } }
+
+    /// Unmaps the rings whose connection closed more than `orphanGrace` before `now` (a
+    /// handler still reading one keeps its mapping until it returns).
+    private func unmapOrphanRings(at now: Deadline) {
+        for (token, entry) in rings {
+            if let orphanedAt = entry.orphanedAt, !(now < orphanedAt + orphanGrace) { rings[token] = nil }
+        }
+    }
+
     /// When `entry`'s descriptors are closed if no message took them.
     private func deadline(of entry: Entry) -> Deadline {
         entry.orphanedAt.map { $0 + orphanGrace } ?? entry.readAt + unclaimedLifetime
@@ -365,8 +460,9 @@ package final class DescriptorReceiver {
     /// their lifetime (counted `expired`, logged once per sending process), then arms the
     /// timer for the next deadline, or disarms it.
     private func closeDue() {
-        guard !entries.isEmpty else { return armTimer() }
         let now = Deadline.now()
+        if hasOrphanRings { unmapOrphanRings(at: now) }
+        guard !entries.isEmpty else { return armTimer() }
         var expired: [pid_t: Int] = [:]
         for (token, entry) in entries where !(now < deadline(of: entry)) {
             guard let descriptors = remove(token) else { continue }
@@ -409,7 +505,8 @@ package final class DescriptorReceiver {
             guard timerArmedAt.map({ deadline < $0 }) ?? true else { return }
             next = deadline
         } else {
-            next = entries.values.lazy.map(deadline(of:)).min()
+            let rings = rings.values.lazy.compactMap { $0.orphanedAt.map { $0 + self.orphanGrace } }
+            next = (entries.values.lazy.map(deadline(of:)) + rings).min()
         }
         guard next != timerArmedAt else { return }
         if timer < 0 {
@@ -456,6 +553,7 @@ package final class DescriptorReceiver {
         }
         for (fd, connection) in connections { close(fd, watchedBy: connection.hangUp) }
         connections = [:]
+        rings = [:]
         if timer >= 0 { close(timer, watchedBy: timerWatch) }
         timer = -1
         timerWatch = nil

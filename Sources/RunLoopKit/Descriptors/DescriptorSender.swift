@@ -44,13 +44,41 @@ package final class DescriptorSender {
 
     deinit { Kernel.close(socket) }
 
-    /// Sends `descriptors` (1–253; they stay the caller's) under a fresh token, which the
+    /// Whether the port said it maps shared rings (`DescriptorPacket.Operation.welcome`, its
+    /// first packet on the connection); read without waiting, false until it came.
+    package private(set) var isWelcomed = false
+
+    /// Reads the port's packets without waiting; true once its welcome came.
+    package func readWelcome() -> Bool {
+        while !isWelcomed {
+            var buffer = (UInt64(0), UInt64(0), UInt64(0)) // DescriptorPacket.size bytes
+            guard let packet = try? withUnsafeMutableBytes(of: &buffer, { bytes throws(SystemCallError) in
+                try Kernel.receiveWithDescriptors(socket, into: bytes)
+            }) else { return false }
+            packet.descriptors.forEach(Kernel.close) // the port sends none
+            guard packet.byteCount > 0 else { return false } // closed
+            let bytes = withUnsafeBytes(of: &buffer) { Array($0.prefix(packet.byteCount)) }
+            if let (operation, _) = DescriptorPacket.decode(bytes), operation == .welcome { isWelcomed = true }
+        }
+        return true
+    }
+
+    /// Whether this sender was made by another process (this one is its forked child).
+    package var isForkedCopy: Bool { getpid() != owner }
+
+    /// Whether the port closed the connection (its owner ended or was killed): nothing sent
+    /// here reaches a port any more.
+    package var isClosedByPort: Bool {
+        (try? Kernel.hungUp([socket]))?.isEmpty == false
+    }
+
+    /// Sends `descriptors` (1–253; they stay the caller's) under `token` (a fresh one), which the
     /// message's descriptor components then name. When the connection's send buffer is
     /// full (the receiver is behind by that many packets), waits for room until `deadline`
     /// (`wouldBlock` after it; at once for the default, a deadline already past).
-    package func attach(_ descriptors: [Int32], before deadline: Deadline = Deadline(rawValue: 0)) throws(DescriptorSendError) -> DescriptorToken {
+    package func attach(_ descriptors: [Int32], as token: DescriptorToken = .random(),
+                        before deadline: Deadline = Deadline(rawValue: 0)) throws(DescriptorSendError) -> DescriptorToken {
         precondition(!descriptors.isEmpty && descriptors.count <= Kernel.maxDescriptorsPerPacket)
-        let token = DescriptorToken.random()
         while true {
             do {
                 try send(.attach, token, descriptors)

@@ -10,11 +10,37 @@ protocol OutgoingMessage {
     /// (see `LoopMessage.checkSize()`); returns whether the message carries descriptors.
     @discardableResult
     func checkSize() throws(PortError) -> Bool
+    /// The size of the message's data when it is one data component and nothing else (no
+    /// reply port): what may travel in shared memory (`SharedRingLayout.gate`); else 0.
+    var soleDataCount: Int { get }
+    /// Copies that one data component's bytes (`soleDataCount` of them) into `buffer`.
+    func copySoleData(into buffer: UnsafeMutableRawBufferPointer)
+    /// The message id, for a message of one data component sent in shared memory.
+    var soleDataID: Int32 { get }
+}
+
+extension OutgoingMessage {
+    var soleDataCount: Int { 0 }
+    var soleDataID: Int32 { 0 }
+    func copySoleData(into buffer: UnsafeMutableRawBufferPointer) { preconditionFailure("no sole data component") }
 }
 
 extension LoopMessage: OutgoingMessage {
     func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
         try socket.send(self, as: kind, correlationID: correlationID, dontWait: dontWait)
+    }
+
+    @inline(__always)
+    var soleDataCount: Int {
+        guard replyPort == nil, components.count == 1, case .data(let bytes) = components[0] else { return 0 }
+        return bytes.count
+    }
+
+    var soleDataID: Int32 { id }
+
+    func copySoleData(into buffer: UnsafeMutableRawBufferPointer) {
+        guard case .data(let bytes) = components[0] else { preconditionFailure("no sole data component") }
+        bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
     }
 }
 
@@ -33,6 +59,29 @@ struct OutgoingBytes: OutgoingMessage {
         if bytes.count > limit { throw .messageTooLarge(size: bytes.count, limit: limit) }
         return false
     }
+
+    var soleDataCount: Int { bytes.count }
+    var soleDataID: Int32 { id }
+
+    func copySoleData(into buffer: UnsafeMutableRawBufferPointer) { buffer.copyMemory(from: bytes) }
+}
+
+/// A message of one data component in shared memory: its note (`SharedNote`), naming where
+/// its bytes lie in a ring the destination maps (`ThreadPortState.sendShared`).
+struct SharedNoteMessage: OutgoingMessage {
+    let id: Int32
+    let note: SharedNote
+
+    func send(on socket: ZMQSocket, as kind: WireKind, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
+        try withUnsafeTemporaryAllocation(byteCount: WireCodec.sharedComponentSize, alignment: 8) { buffer throws(SystemCallError) in
+            note.write(into: buffer)
+            return try socket.send(id: id, sharedNote: UnsafeRawBufferPointer(buffer), as: kind, correlationID: correlationID,
+                                   dontWait: dontWait)
+        }
+    }
+
+    /// Its bytes were checked before they went into the ring.
+    func checkSize() throws(PortError) -> Bool { false }
 }
 
 /// A message of one data component that the caller wrote in place, in the frames libzmq

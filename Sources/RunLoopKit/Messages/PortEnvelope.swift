@@ -53,7 +53,7 @@ extension PortEnvelope {
         throws(WireFormatError) -> PortEnvelope {
         let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
         let header = checked.header
-        let components = header.descriptorCount == 0 ? decodeComponents(header, storage: &storage)
+        let components = header.descriptorCount | header.sharedCount == 0 ? decodeComponents(header, storage: &storage)
             : try claimComponents(header, from: descriptors?.receiver, sender: sender?.sender)
         var returnPath: ReturnPath?
         switch header.kind { // a pattern, not the cross-module `==`
@@ -119,19 +119,17 @@ extension PortEnvelope {
         return components
     }
 
-    /// The components of a message with descriptor components, each descriptor claimed
-    /// from `receiver` (the port's side channel) under its token, as sent by `sender`'s
-    /// process (this one's for a message with no sender: one that came over inproc). Throws
-    /// `descriptorsNotFound` when a token names nothing from that process, or an index
-    /// nothing under it; without a receiver (a requester's connection, a borrowing port),
-    /// claims what it can and throws. Descriptors claimed and not delivered close.
+    /// The components of a message with descriptor or shared data components, each
+    /// descriptor claimed from `receiver` (the port's side channel) under its token, as
+    /// sent by `sender`'s process (this one's for a message with no sender: one that came
+    /// over inproc), and each shared data component copied once out of the ring its note
+    /// names, then given back. Throws `descriptorsNotFound` when a token names nothing from
+    /// that process, an index nothing under it, or a note bytes outside its ring; without
+    /// a receiver (a requester's connection, a borrowing port), claims what it can and
+    /// throws. Descriptors claimed and not delivered close.
     static func claimComponents(_ header: WireCodec.CheckedHeader, from receiver: DescriptorReceiver?,
                                 sender: MessageSender?) throws(WireFormatError) -> [LoopMessage.Component] {
-        let pid: Int32? = switch sender {
-        case .none: getpid()
-        case .process(_, _, let pid): pid
-        case .curveKey: nil
-        }
+        let pid = process(of: sender)
         var claimed: [DescriptorToken: [MessageDescriptor]] = [:]
         var components: [LoopMessage.Component] = []
         components.reserveCapacity(header.componentCount)
@@ -139,6 +137,16 @@ extension PortEnvelope {
         var failed: Int?
         for component in header.components {
             defer { index += 1 }
+            if component.isShared {
+                guard let receiver, let pid, let (ring, note) = sharedRing(of: component, in: receiver, from: pid),
+                      let bytes = ring.bytes(of: note) else {
+                    failed = failed ?? index
+                    continue
+                }
+                components.append(.data([UInt8](bytes)))
+                ring.giveBack(through: note.start &+ note.length)
+                continue
+            }
             guard component.isDescriptor else {
                 components.append(LoopMessage.Component(received: component))
                 continue
@@ -154,6 +162,25 @@ extension PortEnvelope {
         }
         if let failed { throw .descriptorsNotFound(component: failed) }
         return components
+    }
+
+    /// The ring a shared data component's note names, from process `pid` (`DescriptorReceiver.ring(_:from:)`).
+    static func sharedRing(of component: WireCodec.ComponentBytes, in receiver: DescriptorReceiver,
+                           from pid: pid_t) -> (MappedRing, SharedNote)? {
+        guard let note = SharedNote(component.sharedReference), let ring = receiver.ring(note.token, from: pid) else {
+            return nil
+        }
+        return (ring, note)
+    }
+
+    /// The process a message came from, as its connection proved it: this one for a
+    /// message with no sender (inproc); nil over tcp (no process of this host).
+    static func process(of sender: MessageSender?) -> pid_t? {
+        switch sender {
+        case .none: getpid()
+        case .process(_, _, let pid): pid
+        case .curveKey: nil
+        }
     }
 
     /// What a drop of a message the decoder rejected with `error` is counted as.

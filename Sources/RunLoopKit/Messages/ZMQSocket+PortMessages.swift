@@ -85,6 +85,13 @@ extension ZMQSocket {
         return (message, alone ? data : inline)
     }
 
+    /// Sends a message of one shared data component, whose note (`SharedNote`, 32 bytes)
+    /// names where its bytes lie in a ring the destination port maps, and no reply port.
+    func send(id messageID: Int32, sharedNote note: UnsafeRawBufferPointer, as kind: WireKind, correlationID: UInt64,
+              dontWait: Bool) throws(SystemCallError) -> Bool {
+        try send(id: messageID, .sharedNote(note), as: kind, correlationID: correlationID, dontWait: dontWait)
+    }
+
     /// Sends a message of `kind` with no components and no reply port — its 22-byte
     /// header alone, in one frame (a cancel, `docs/wire-format.md` step 7).
     func sendHeaderOnly(kind: WireKind, messageID: Int32, correlationID: UInt64, dontWait: Bool) throws(SystemCallError) -> Bool {
@@ -96,6 +103,8 @@ extension ZMQSocket {
         case headerOnly
         /// One data component, borrowed, and no reply port.
         case data(UnsafeRawBufferPointer)
+        /// One shared data component's note, and no reply port.
+        case sharedNote(UnsafeRawBufferPointer)
         case components([LoopMessage.Component], replyPort: RemotePort?, descriptorToken: DescriptorToken?)
     }
 
@@ -111,6 +120,9 @@ extension ZMQSocket {
         case .data(let data):
             layout = WireCodec.Layout(componentCount: 1, replyPortBytes: 0)
             layout.addData(data.count)
+        case .sharedNote:
+            layout = WireCodec.Layout(componentCount: 1, replyPortBytes: 0)
+            layout.addSharedData()
         case .components(let components, let replyPort, _):
             layout = WireCodec.Layout(componentCount: components.count,
                                       replyPortBytes: replyPort?.address.rawValue.utf8.count ?? 0)
@@ -134,6 +146,8 @@ extension ZMQSocket {
                 break
             case .data(let data):
                 writer.writeComponent(0, isPort: false, data)
+            case .sharedNote(let note):
+                writer.writeSharedDataComponent(0, note)
             case .components(let components, let replyPort, let descriptorToken):
                 writer = Self.write(components, replyPort: replyPort, descriptorToken: descriptorToken,
                                     after: writer)
@@ -145,7 +159,7 @@ extension ZMQSocket {
         guard accepted else { return false } // nothing was queued
         var alone = layout.ownFrameCount
         switch body {
-        case .headerOnly:
+        case .headerOnly, .sharedNote:
             break
         case .data(let data):
             if alone > 0 { _ = try sendFrame(data, more: false, dontWait: false) }

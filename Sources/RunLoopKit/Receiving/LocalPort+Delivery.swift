@@ -210,8 +210,16 @@ extension LocalPort: PortBasedSource, WireReceiver {
                                                      sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
                 throw .descriptorsNotFound(component: 0)
             }
+            // Shared data components are read where they lie, in their sender's ring, and given
+            // back once the handler returned.
+            var shared: (ring: MappedRing, end: UInt64)?
+            if header.sharedCount > 0 {
+                shared = try sharedRing(of: header, from: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
+            }
+            defer { if let shared { shared.ring.giveBack(through: shared.end) } }
             statistics.countReceived()
-            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
+            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender,
+                                       ring: shared?.ring)
             guard view.isRequest else {
                 do {
                     if let answer = try handler(view) { LocalPort.ignore(answer) }
@@ -243,6 +251,31 @@ extension LocalPort: PortBasedSource, WireReceiver {
                 return .delivered
             }
         })
+    }
+
+    /// The ring every shared data component of a borrowed message lies in (one: a sender
+    /// has one ring per port), each note checked against it, and the end of the last one,
+    /// to give back after the handler; throws `descriptorsNotFound` (the message is
+    /// dropped, counted `unknownDescriptors`) for a note that names no ring its process
+    /// gave this port, another ring, or bytes outside it.
+    private func sharedRing(of header: WireCodec.CheckedHeader,
+                            from sender: MessageSender?) throws(WireFormatError) -> (ring: MappedRing, end: UInt64) {
+        var found: MappedRing?
+        var end: UInt64 = 0
+        var index = 0
+        for component in header.components {
+            defer { index += 1 }
+            guard component.isShared else { continue }
+            guard let receiver = descriptorSlot.receiver, let pid = PortEnvelope.process(of: sender),
+                  let (ring, note) = PortEnvelope.sharedRing(of: component, in: receiver, from: pid),
+                  found.map({ $0 === ring }) ?? true, ring.bytes(of: note) != nil else {
+                if let found { found.giveBack(through: end) }
+                throw .descriptorsNotFound(component: index)
+            }
+            found = ring
+            end = max(end, note.start &+ note.length)
+        }
+        return (found.unsafelyUnwrapped, end)
     }
 
     /// The most bytes of a handler's error description a failure reply carries.

@@ -75,6 +75,8 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// Whether a cancel could not be queued on it: the port may then still hold the right of
     /// a request it gave up (see `closed()`).
     private var lostACancel = false
+    /// Where it stands with shared memory for large data components (its thread's alone).
+    var sharedRing = SharedRingState.untried
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)

@@ -116,7 +116,16 @@ final class ThreadPortState {
     /// released however the send ends.
     func send(id: Int32, byteCount: Int, to destination: RemotePort, within timeout: Duration,
               filling fill: (UnsafeMutableRawBufferPointer) -> Bool) throws(PortError) {
-        let socket = try connection(to: destination).socket
+        let connection = try connection(to: destination)
+        if byteCount >= SharedRingLayout.gate, byteCount <= SharedRingLayout.largestComponent,
+           let (ring, channel) = sharedRing(on: connection) {
+            switch try sendShared(id: id, byteCount: byteCount, as: .message, correlationID: 0, in: ring, channel: channel,
+                                  on: connection, to: destination, deadline: { .after(timeout) }, filling: fill) {
+            case .sent, .notFilled: return
+            case .notShared: break
+            }
+        }
+        let socket = connection.socket
         try withUnsafeTemporaryAllocation(of: ZMQSocket.FrameSlot.self, capacity: 2) { frames throws(PortError) in
             let frames = frames.baseAddress.unsafelyUnwrapped
             let (message, bytes) = try asPortError { () throws(SystemCallError) in
@@ -128,13 +137,23 @@ final class ThreadPortState {
         }
     }
 
-    private func send(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
-                      deadline: () -> Deadline) throws(PortError) -> PortConnection {
+    func send(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
+              deadline: () -> Deadline) throws(PortError) -> PortConnection {
         if try message.checkSize(), let message = message as? LoopMessage {
             return try sendCarryingDescriptors(message, as: kind, correlationID: correlationID, to: destination,
                                                deadline: deadline)
         }
         let connection = try connection(to: destination)
+        let soleData = message.soleDataCount
+        if soleData >= SharedRingLayout.gate, soleData <= SharedRingLayout.largestComponent,
+           let (ring, channel) = sharedRing(on: connection) {
+            let sent = try sendShared(id: message.soleDataID, byteCount: soleData, as: kind, correlationID: correlationID,
+                                      in: ring, channel: channel, on: connection, to: destination, deadline: deadline) {
+                message.copySoleData(into: $0)
+                return true
+            }
+            if case .sent = sent { return connection }
+        }
         if try !asPortError({ () throws(SystemCallError) in
             try message.send(on: connection.socket, as: kind, correlationID: correlationID, dontWait: true)
         }) {
@@ -305,7 +324,7 @@ final class ThreadPortState {
 
     // MARK: - Connections
 
-    private func connection(to destination: RemotePort) throws(PortError) -> PortConnection {
+    func connection(to destination: RemotePort) throws(PortError) -> PortConnection {
         if let last, last.destination == destination { return last }
         let now = Deadline.now()
         last?.lastUsed = now
@@ -345,7 +364,7 @@ final class ThreadPortState {
         connection.awaitedReplies == 0
     }
 
-    private func close(_ connection: PortConnection) {
+    func close(_ connection: PortConnection) {
         connection.leaveLoop()
         connection.closed()
         connections[connection.destination] = nil

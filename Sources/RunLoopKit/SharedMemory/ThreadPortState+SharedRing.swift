@@ -1,0 +1,134 @@
+import RunLoopCore
+import RunLoopSystem
+import RunLoopWire
+
+/// Large data components in shared memory (`docs/wire-format.md`, "Shared memory"): a
+/// sending thread's ring per destination port, made once the port said it maps rings.
+extension ThreadPortState {
+    /// What became of a send in shared memory.
+    enum SharedSend {
+        /// The note was queued: the component is on its way.
+        case sent
+        /// The closure that fills the component failed: nothing was sent.
+        case notFilled
+        /// The ring could not take it (it broke): send it as plain frames; nothing was
+        /// filled yet.
+        case notShared
+    }
+
+    /// The ring a large component to `connection`'s port goes in, or nil for plain frames
+    /// (`SharedRingState`'s transitions).
+    func sharedRing(on connection: PortConnection) -> (SendingRing, DescriptorSender)? {
+        switch connection.sharedRing {
+        case .unavailable:
+            return nil
+        case .ready(let ring, let channel, _):
+            // At most every `portCheckInterval`: two system calls, a tenth of a 64 KiB
+            // component's time in the ring.
+            let now = Deadline.now()
+            guard now - ring.portCheckedAt >= SharedRingState.portCheckInterval else { return (ring, channel) }
+            ring.portCheckedAt = now
+            if channel.isForkedCopy {
+                connection.sharedRing = .unavailable // the parent's ring: never written from here
+                return nil
+            }
+            if channel.isClosedByPort { // the port's owner ended: a new one may map a new ring
+                connection.sharedRing = .untried
+                return nil
+            }
+            return (ring, channel)
+        case .untried:
+            guard let path = SharedRingState.sideChannelPath(of: connection.target),
+                  let channel = try? DescriptorSender(path: path) else {
+                connection.sharedRing = .unavailable
+                return nil
+            }
+            connection.sharedRing = .awaitingWelcome(channel, since: .now())
+            return nil
+        case .awaitingWelcome(let channel, let since):
+            guard channel.readWelcome() else {
+                if !(Deadline.now() < since + SharedRingState.welcomeWait) || channel.isClosedByPort || channel.isForkedCopy {
+                    connection.sharedRing = .unavailable
+                }
+                return nil
+            }
+            do {
+                let ring = try SendingRing()
+                connection.sharedRing = .ready(ring, channel: channel, announced: false)
+                return (ring, channel)
+            } catch {
+                RunLoopKitLog.port.debug("no shared ring: large components go as plain frames",
+                                         metadata: ["port": "\(connection.destination.address)", "error": "\(error)"])
+                connection.sharedRing = .unavailable
+                return nil
+            }
+        }
+    }
+
+    /// Sends a message of id `id` and one data component of `byteCount` bytes (at most a
+    /// half of the ring) that `fill` writes in `ring`, as a note naming where they lie:
+    /// waits for room until `deadline` (the port gives bytes back as its handlers finish
+    /// with them), as a send waits for a full queue, checking that the port's owner lives;
+    /// gives the ring to the port with its first note. The note goes as any message does
+    /// (`send(_:as:correlationID:to:deadline:)`), so that ordering, high-water marks and
+    /// errors are a plain message's.
+    func sendShared(id: Int32, byteCount: Int, as kind: WireKind, correlationID: UInt64, in ring: SendingRing,
+                    channel: DescriptorSender, on connection: PortConnection, to destination: RemotePort,
+                    deadline: () -> Deadline, filling fill: (UnsafeMutableRawBufferPointer) -> Bool) throws(PortError) -> SharedSend {
+        var waitUntil: Deadline?
+        var waited = false
+        var room = ring.room(for: byteCount)
+        while case .full(let wakeAt) = room {
+            let end = waitUntil ?? deadline()
+            waitUntil = end
+            let now = Deadline.now()
+            guard now < end else {
+                if waited { ring.doneWaiting() }
+                throw PortError.loggedTimeout(.sendTimedOut(destination.address))
+            }
+            if !connection.namedOwnerLives() || channel.isClosedByPort {
+                if waited { ring.doneWaiting() }
+                connection.sharedRing = .untried
+                close(connection)
+                throw PortError.remoteInvalid(destination.address)
+            }
+            waited = true
+            _ = ring.waitForRoom(wakeAt: wakeAt, before: min(end, now + ThreadPortState.livenessCheckInterval))
+            room = ring.room(for: byteCount)
+        }
+        if waited { ring.doneWaiting() }
+        guard case .free(let start, let bytes) = room else {
+            RunLoopKitLog.port.warning("a shared ring's tail says what no port would: large components go as plain frames",
+                                       metadata: ["port": "\(destination.address)"])
+            connection.sharedRing = .unavailable
+            return .notShared
+        }
+        guard fill(bytes) else { return .notFilled }
+        guard case .ready(_, _, let announced) = connection.sharedRing else { return .notShared }
+        if !announced {
+            do throws(DescriptorSendError) {
+                _ = try channel.attach([ring.descriptor], as: ring.token, before: deadline())
+            } catch {
+                // The side channel failed under the send: this component goes as plain
+                // frames, from where it was written, and so does every later one.
+                connection.sharedRing = .unavailable
+                _ = try send(OutgoingBytes(id: id, bytes: UnsafeRawBufferPointer(bytes)), as: kind,
+                             correlationID: correlationID, to: destination, deadline: deadline)
+                return .sent
+            }
+        }
+        do {
+            _ = try send(SharedNoteMessage(id: id, note: SharedNote(token: ring.token, start: start, length: UInt64(byteCount))),
+                         as: kind, correlationID: correlationID, to: destination, deadline: deadline)
+        } catch {
+            if !announced { channel.revoke(ring.token) } // announced again with the next note
+            throw error
+        }
+        ring.commit(start: start, count: byteCount)
+        if !announced {
+            ring.descriptorAnnounced()
+            connection.sharedRing = .ready(ring, channel: channel, announced: true)
+        }
+        return .sent
+    }
+}
