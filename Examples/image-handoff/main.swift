@@ -2,9 +2,11 @@
 // processes counted before and after. The program starts a child process of itself, which
 // registers a named port and checks in; the parent then sends it, as requests it answers
 // with a checksum of what it read:
-//   1. the image (3840 × 2160 × 4 bytes: 33 MB) as a plain data component: it goes
-//      through libzmq's ipc socket, copied on the way; one component stops at 64 MiB
-//      (`PortError.messageTooLarge`);
+//   1. the image (3840 × 2160 × 4 bytes: 33 MB) as a plain data component: from the
+//      second round on (once the child's port welcomed the parent's thread) it travels in
+//      the parent's shared ring and the child's handler copies it once out of it
+//      (`docs/wire-format.md`, "Shared memory"); a larger one goes through libzmq's ipc
+//      socket, and one component stops at 64 MiB (`PortError.messageTooLarge`);
 //   2. the same image in a sealed memfd, passed as a descriptor
 //      (`LoopMessage.Component.descriptor`): the child checks the seals, maps it read-only
 //      and reads it where it lies; the parent's timing includes writing the memfd;
@@ -12,8 +14,7 @@
 //      descriptor: the child reads its contents through its own descriptor (`pread`).
 // Each rate is the image's bytes over the time from the parent starting the send to the
 // child's answer, the child having read every byte; the child's own read-and-checksum time
-// is printed beside it. RunLoopKit does not move large data components through shared
-// memory yet: path 2 is what an application does by hand today. The program exits 0 when
+// is printed beside it. Path 2 is what path 1 does for the application, by hand. The program exits 0 when
 // every checksum matched and neither process has more descriptors open after the rounds
 // than before them (counted after one untimed round of each path, which opens the
 // connections and the descriptor side channel that stay).
