@@ -135,11 +135,47 @@ final class InProcessRequesterGoneTests: XCTestCase {
         }
         let reply = try requester.performAndWait { try remote.sendRequest(LoopMessage(id: 1), receiveTimeout: .seconds(20)) }
         XCTAssertEqual(reply.text, "done")
-        requester.stop()
-        XCTAssertEqual(try thread.loop.performAndWait { port.goneInProcessRequesters.count }, 0,
-                       "with nothing queued, a requester gone leaves no trace")
-        XCTAssertEqual(port.statistics.requestsCancelled, 0)
-        XCTAssertEqual(cancellations.withLock { $0 }, 0)
+        // What its exit hands the port, seen as soon as the port has done it, before any pass of
+        // the server's loop could tidy up after it.
+        let (gone, outstanding) = try onThread(of: thread.loop, rightAfter: { requester.stop() }) {
+            (port.goneInProcessRequesters.count, port.outstandingRequests.count)
+        }
+        XCTAssertEqual(gone, 0, "with nothing queued, a requester gone leaves no trace")
+        XCTAssertEqual(outstanding, 0)
+        XCTAssertEqual(port.statistics.requestsCancelled, 0, "its exit cancels nothing")
+        XCTAssertEqual(cancellations.withLock { $0 }, 0, "no cancellation handler runs")
+        XCTAssertEqual(port.statistics.rightsOutstanding, 0)
         thread.stop()
+    }
+
+    /// Runs `happening` while `loop`'s thread is held, then `body` on that thread right after
+    /// the actions queued for it meanwhile, with no pass of the loop between them, and returns
+    /// what `body` returns. A requester thread's exit hands its port what it causes
+    /// (`LocalPort.inProcessRequesterGone`) as such an action, queued on the thread's way out,
+    /// so before `WorkerThread.stop()` returns: `body` sees the port just after the port did
+    /// it, and before a read of its socket could clear what it left (`hasPendingMessage`).
+    /// (A `performAndWait` is not after it: a pass may run a perform request queued after an
+    /// action that came once that pass had run its actions.)
+    private func onThread<T: Sendable>(of loop: ThreadRunLoop, rightAfter happening: () -> Void,
+                                       _ body: @escaping @Sendable () -> T) throws -> T {
+        let held = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let result = SharedValue<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let holding = loop.runOnOwnerThread { _ in
+            held.signal()
+            gate.wait()
+        }
+        XCTAssertTrue(holding, "the server's loop runs")
+        if holding { waitOrFail(held, "the server's thread held") }
+        happening()
+        // Queued after what `happening` queued: the loop, let go, takes them all in one batch.
+        let queued = loop.runOnOwnerThread { _ in
+            result.withLock { $0 = body() }
+            done.signal()
+        }
+        gate.signal()
+        if queued { waitOrFail(done, "the server's loop running what was queued") }
+        return try XCTUnwrap(result.withLock { $0 })
     }
 }
