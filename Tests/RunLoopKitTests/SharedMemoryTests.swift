@@ -75,6 +75,7 @@ final class SharedMemoryTests: XCTestCase {
             switch parts[0] {
             case "stream": return try sendStream(to: parts[1])
             case "killed": return try sendAndWaitToBeKilled(to: parts[1])
+            case "forked": return try sendFromAForkedChild(to: parts[1])
             default: return childReport(false, "unknown scenario \(parts[0])")
             }
         } catch {
@@ -108,6 +109,53 @@ final class SharedMemoryTests: XCTestCase {
         }
         let answer = try remote.sendRequest(LoopMessage(id: 9999, text: "done?"), receiveTimeout: .seconds(30))
         return childReport(answer.text == "all handled", "the port's answer: \(answer.text ?? "none"); rings mapped here: \(try ringMappings())")
+    }
+
+    /// The address ranges of this process's shared ring mappings (`/proc/self/maps`).
+    static func ringRanges() throws -> [Range<UInt>] {
+        try String(contentsOfFile: "/proc/self/maps", encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains("memfd:runloopkit-ring") }
+            .compactMap { line in
+                let bounds = line.prefix { $0 != " " }.split(separator: "-").compactMap { UInt($0, radix: 16) }
+                return bounds.count == 2 ? bounds[0]..<bounds[1] : nil
+            }
+    }
+
+    /// Waits for the ring, sends a large component, forks; the forked child sends a large
+    /// component filled in place on the connection it inherited, which must fail as any
+    /// send of a forked child does (`forkedChild`) without the child having been lent any
+    /// of the ring: its mapping is the parent's too. Then the parent sends one more and a
+    /// request whose answer says the port handled what it got.
+    private static func sendFromAForkedChild(to name: String) throws -> Bool {
+        let remote = try RemotePort(named: name)
+        try remote.send(LoopMessage(id: 100, components: [.data(payload(id: 100, count: copiedSize))]))
+        guard try waitForRing(to: remote) else { return childReport(false, "no ring after the port's welcome") }
+        try remote.send(LoopMessage(id: 101, components: [.data(payload(id: 101, count: copiedSize))]))
+        let rings = try ringRanges()
+        guard !rings.isEmpty else { return childReport(false, "no ring mapped in the sender") }
+        let child = fork()
+        if child == 0 {
+            var lent: UInt = 0
+            do {
+                try remote.send(id: 102, byteCount: copiedSize, timeout: .seconds(1)) { (buffer) throws(Never) in
+                    lent = UInt(bitPattern: buffer.baseAddress)
+                    fill(buffer, id: 102)
+                }
+                _exit(2) // sent: nothing failed
+            } catch .port(.system(let error)) where error.code == .forkedChild {
+                _exit(rings.contains { $0.contains(lent) } ? 4 : 0)
+            } catch {
+                _exit(3)
+            }
+        }
+        guard child > 0 else { return childReport(false, "fork failed: errno \(errno)") }
+        var status: Int32 = 0
+        guard waitpid(child, &status, 0) == child, status & 0x7F == 0 else { return childReport(false, "the forked child was killed") }
+        let exitStatus = (status >> 8) & 0xFF
+        guard childReport(exitStatus == 0, "the forked child's send: status \(exitStatus) (4: lent the parent's ring)") else { return false }
+        try remote.send(LoopMessage(id: 103, components: [.data(payload(id: 103, count: copiedSize))]))
+        let answer = try remote.sendRequest(LoopMessage(id: 9999, text: "done?"), receiveTimeout: .seconds(30))
+        return childReport(answer.text == "all handled", "the port's answer: \(answer.text ?? "none")")
     }
 
     /// Waits for the ring, sends three large components, says so, and waits to be killed.
@@ -191,6 +239,22 @@ final class SharedMemoryTests: XCTestCase {
 
     func testLargeComponentsFromAnotherProcessAreReadWhereTheyLieByABorrowingHandlerIntact() throws {
         try checkStream(borrowing: true, test: #function)
+    }
+
+    func testAForkedChildOfASenderIsNeverLentItsParentsRingAndTheParentsStreamGoesOn() throws {
+        let mode = uniqueMode("forked")
+        let name = uniqueName("forked")
+        let checked = LockedValue((good: 0, bad: [Int32]()))
+        let answered = LockedValue(false)
+        let port = try streamPort(name: name, borrowing: false, checked: checked, answered: answered)
+        defer { port.invalidate() }
+        loop.add(port, to: mode)
+        let child = try SpawnedProcess(childTestArguments(self, test: #function), environment: [Self.scenarioVariable: "forked:\(name)"])
+        XCTAssertTrue(runCurrentLoop(in: mode, safetyNet: .seconds(60)) { answered.withLock { $0 } })
+        XCTAssertEqual(child.waitForExit(), .exited(0), child.stdout + child.stderr)
+        XCTAssertEqual(checked.withLock { $0.good }, 3, "100, 101 and 103: nothing of the forked child's")
+        XCTAssertEqual(checked.withLock { $0.bad }, [])
+        XCTAssertEqual(port.descriptorReceiver?.counters.sharedComponents, 2)
     }
 
     func testTheRingOfASenderKilledMidStreamIsUnmappedOnceItsGraceIsOverWithoutAnotherMessage() throws {

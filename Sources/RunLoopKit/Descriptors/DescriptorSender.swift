@@ -64,7 +64,8 @@ package final class DescriptorSender {
     }
 
     /// Whether this sender was made by another process (this one is its forked child).
-    package var isForkedCopy: Bool { getpid() != owner }
+    /// No system call (`ProcessIdentity`): checked before every write into a shared ring.
+    package var isForkedCopy: Bool { ProcessIdentity.current != owner }
 
     /// Whether the port closed the connection (its owner ended or was killed): nothing sent
     /// here reaches a port any more.

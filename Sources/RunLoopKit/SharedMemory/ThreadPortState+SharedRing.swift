@@ -23,15 +23,15 @@ extension ThreadPortState {
         case .unavailable:
             return nil
         case .ready(let ring, let channel, _):
-            // At most every `portCheckInterval`: two system calls, a tenth of a 64 KiB
+            if channel.isForkedCopy { // before every write: the mapping is the parent's too
+                connection.sharedRing = .unavailable // the parent's ring: never written from here
+                return nil
+            }
+            // At most every `portCheckInterval`: a system call, a tenth of a 64 KiB
             // component's time in the ring.
             let now = Deadline.now()
             guard now - ring.portCheckedAt >= SharedRingState.portCheckInterval else { return (ring, channel) }
             ring.portCheckedAt = now
-            if channel.isForkedCopy {
-                connection.sharedRing = .unavailable // the parent's ring: never written from here
-                return nil
-            }
             if channel.isClosedByPort { // the port's owner ended: a new one may map a new ring
                 connection.sharedRing = .untried
                 return nil
