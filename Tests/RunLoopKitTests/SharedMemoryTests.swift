@@ -86,7 +86,7 @@ final class SharedMemoryTests: XCTestCase {
     /// Waits until this thread's connection to `remote` has its ring (the port's welcome
     /// read), so that every large component after it is shared: a test then knows how many.
     static func waitForRing(to remote: RemotePort) throws -> Bool {
-        let connection = try ThreadPortState.withCurrent { (state) throws(PortError) in try state.connection(to: remote) }
+        let connection = try ThreadPortState.withCurrent { (state) throws(PortError) in try state.existingOrNewConnection(to: remote) }
         return waitUntil(within: .seconds(10)) {
             (try? ThreadPortState.withCurrent { state in state.sharedRing(on: connection) != nil }) ?? false
         }

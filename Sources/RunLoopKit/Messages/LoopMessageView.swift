@@ -19,8 +19,10 @@ public struct LoopMessageView: ~Copyable {
     public let sender: MessageSender?
     private let header: WireCodec.CheckedHeader
     /// The ring the message's shared data components lie in (`SharedRingLayout`), every
-    /// note checked against it; nil for a message with none.
-    private let ring: MappedRing?
+    /// note checked against it; nil for a message with none. Unowned: the delivery that
+    /// lends the view holds it until the handler returned, and no reference is counted per
+    /// message.
+    private unowned(unsafe) let ring: MappedRing?
 
     /// The message `PortEnvelope.check` read from the wire message's own frames and
     /// checked (the format and every address), its shared data components in `ring`.

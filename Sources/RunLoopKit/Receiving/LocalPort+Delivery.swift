@@ -210,36 +210,14 @@ extension LocalPort: PortBasedSource, WireReceiver {
                                                      sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
                 throw .descriptorsNotFound(component: 0)
             }
-            // Shared data components are read where they lie, in their sender's ring, and given
-            // back once the handler returned.
-            var shared: (ring: MappedRing, end: UInt64)?
-            if header.sharedCount > 0 {
-                shared = try sharedRing(of: header, from: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
+            if header.sharedCount > 0 { // the common message has none: one comparison
+                return try deliverShared(checked, routingID: routingID, hasDelimiter: hasDelimiter,
+                                         sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender,
+                                         to: handler)
             }
-            defer { if let shared { shared.ring.giveBack(through: shared.end) } }
             statistics.countReceived()
-            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender,
-                                       ring: shared?.ring)
-            guard view.isRequest else {
-                do {
-                    if let answer = try handler(view) { LocalPort.ignore(answer) }
-                } catch {
-                    report(error, handling: view.owned)
-                }
-                return .handled
-            }
-            let outcome: Result<LoopMessage?, any Error>
-            do {
-                outcome = .success(try handler(view))
-            } catch {
-                report(error, handling: view.owned)
-                outcome = .failure(error)
-            }
-            // Set after the handler: a nested run inside it has answered its own by now.
-            borrowedAnswer = BorrowedAnswer(id: view.id, correlationID: header.correlationID,
-                                            returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter),
-                                            outcome: outcome)
-            return .answered
+            let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
+            return handle(view, correlationID: header.correlationID, routingID: routingID, hasDelimiter: hasDelimiter, by: handler)
         }, deliver: { outcome in
             switch outcome {
             case .dropped: return .dropped
@@ -251,6 +229,46 @@ extension LocalPort: PortBasedSource, WireReceiver {
                 return .delivered
             }
         })
+    }
+
+    /// Lends `view` to `handler`; a request's outcome is kept for its answer, sent once the
+    /// frames were given back (`borrowedAnswer`).
+    @inline(__always)
+    private func handle(_ view: borrowing LoopMessageView, correlationID: UInt64, routingID: UnsafeRawBufferPointer,
+                        hasDelimiter: Bool, by handler: BorrowingHandler) -> BorrowedOutcome {
+        guard view.isRequest else {
+            do {
+                if let answer = try handler(view) { LocalPort.ignore(answer) }
+            } catch {
+                report(error, handling: view.owned)
+            }
+            return .handled
+        }
+        let outcome: Result<LoopMessage?, any Error>
+        do {
+            outcome = .success(try handler(view))
+        } catch {
+            report(error, handling: view.owned)
+            outcome = .failure(error)
+        }
+        // Set after the handler: a nested run inside it has answered its own by now.
+        borrowedAnswer = BorrowedAnswer(id: view.id, correlationID: correlationID,
+                                        returnPath: ReturnPath(routingID: RoutingID(routingID), hasDelimiter: hasDelimiter),
+                                        outcome: outcome)
+        return .answered
+    }
+
+    /// A borrowed message with shared data components: read where they lie, in their
+    /// sender's ring, and given back once the handler returned.
+    @inline(never) // off the common message's way
+    private func deliverShared(_ checked: consuming PortEnvelope.Checked, routingID: UnsafeRawBufferPointer, hasDelimiter: Bool,
+                               sender: MessageSender?, to handler: BorrowingHandler) throws(WireFormatError) -> BorrowedOutcome {
+        let correlationID = checked.header.correlationID
+        let (ring, end) = try sharedRing(of: checked.header, from: sender)
+        defer { ring.giveBack(through: end) }
+        statistics.countReceived()
+        let view = LoopMessageView(checked, sender: sender, ring: ring)
+        return handle(view, correlationID: correlationID, routingID: routingID, hasDelimiter: hasDelimiter, by: handler)
     }
 
     /// The ring every shared data component of a borrowed message lies in (one: a sender

@@ -76,7 +76,12 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// a request it gave up (see `closed()`).
     private var lostACancel = false
     /// Where it stands with shared memory for large data components (its thread's alone).
-    var sharedRing = SharedRingState.untried
+    var sharedRing = SharedRingState.untried {
+        didSet { if case .unavailable = sharedRing { mayShareMemory = false } }
+    }
+    /// Whether a large data component may go in shared memory: to a named port of another
+    /// process, until its ring is unavailable. What the common message's send reads of it.
+    private(set) var mayShareMemory: Bool
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)
@@ -87,6 +92,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
         self.state = state
         lastUsed = .now()
         nameLockPath = PortConnection.nameLockPath(of: target)
+        mayShareMemory = nameLockPath != nil
         let routingID = target.isInProcess ? PortConnection.nextInProcessRoutingID() : nil
         inProcessRoutingID = routingID
         do {

@@ -117,7 +117,7 @@ final class ThreadPortState {
     func send(id: Int32, byteCount: Int, to destination: RemotePort, within timeout: Duration,
               filling fill: (UnsafeMutableRawBufferPointer) -> Bool) throws(PortError) {
         let connection = try connection(to: destination)
-        if byteCount >= SharedRingLayout.gate, byteCount <= SharedRingLayout.largestComponent,
+        if connection.mayShareMemory, byteCount >= SharedRingLayout.gate, byteCount <= SharedRingLayout.largestComponent,
            let (ring, channel) = sharedRing(on: connection) {
             switch try sendShared(id: id, byteCount: byteCount, as: .message, correlationID: 0, in: ring, channel: channel,
                                   on: connection, to: destination, deadline: { .after(timeout) }, filling: fill) {
@@ -137,22 +137,16 @@ final class ThreadPortState {
         }
     }
 
-    func send(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
-              deadline: () -> Deadline) throws(PortError) -> PortConnection {
+    private func send(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
+                      deadline: () -> Deadline) throws(PortError) -> PortConnection {
         if try message.checkSize(), let message = message as? LoopMessage {
             return try sendCarryingDescriptors(message, as: kind, correlationID: correlationID, to: destination,
                                                deadline: deadline)
         }
         let connection = try connection(to: destination)
-        let soleData = message.soleDataCount
-        if soleData >= SharedRingLayout.gate, soleData <= SharedRingLayout.largestComponent,
-           let (ring, channel) = sharedRing(on: connection) {
-            let sent = try sendShared(id: message.soleDataID, byteCount: soleData, as: kind, correlationID: correlationID,
-                                      in: ring, channel: channel, on: connection, to: destination, deadline: deadline) {
-                message.copySoleData(into: $0)
-                return true
-            }
-            if case .sent = sent { return connection }
+        if connection.mayShareMemory, // one load on the common message's way
+           try sentShared(message, as: kind, correlationID: correlationID, on: connection, to: destination, deadline: deadline) {
+            return connection
         }
         if try !asPortError({ () throws(SystemCallError) in
             try message.send(on: connection.socket, as: kind, correlationID: correlationID, dontWait: true)
@@ -161,6 +155,19 @@ final class ThreadPortState {
         }
         connection.loop?.sentOnPortSource(connection)
         return connection
+    }
+
+    /// `send(_:as:correlationID:to:deadline:)` for the shared ring's extension (a note, or a
+    /// component it sends plain after all): the hot send stays private, so that the
+    /// optimizer keeps it whole in its callers here.
+    func sendFromRing(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, to destination: RemotePort,
+                      deadline: () -> Deadline) throws(PortError) {
+        _ = try send(message, as: kind, correlationID: correlationID, to: destination, deadline: deadline)
+    }
+
+    /// This thread's connection to `destination`, made if needed (tests of the shared ring).
+    func existingOrNewConnection(to destination: RemotePort) throws(PortError) -> PortConnection {
+        try connection(to: destination)
     }
 
     /// Sends a request to `destination` (as `send` does) with a fresh correlation id that
@@ -324,7 +331,7 @@ final class ThreadPortState {
 
     // MARK: - Connections
 
-    func connection(to destination: RemotePort) throws(PortError) -> PortConnection {
+    private func connection(to destination: RemotePort) throws(PortError) -> PortConnection {
         if let last, last.destination == destination { return last }
         let now = Deadline.now()
         last?.lastUsed = now

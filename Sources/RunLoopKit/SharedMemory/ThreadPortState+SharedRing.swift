@@ -65,6 +65,25 @@ extension ThreadPortState {
         }
     }
 
+    /// Sends `message` in the shared ring of `connection` if it is one data component the
+    /// ring takes (`SharedRingLayout.gate` up to `largestComponent`) and the ring is there;
+    /// false when it went nowhere (the caller sends it as plain frames). Not inlined: the
+    /// common message only reads `PortConnection.mayShareMemory` before it.
+    @inline(never)
+    func sentShared(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64, on connection: PortConnection,
+                    to destination: RemotePort, deadline: () -> Deadline) throws(PortError) -> Bool {
+        let count = message.soleDataCount
+        guard count >= SharedRingLayout.gate, count <= SharedRingLayout.largestComponent,
+              let (ring, channel) = sharedRing(on: connection) else { return false }
+        let sent = try sendShared(id: message.soleDataID, byteCount: count, as: kind, correlationID: correlationID, in: ring,
+                                  channel: channel, on: connection, to: destination, deadline: deadline) {
+            message.copySoleData(into: $0)
+            return true
+        }
+        if case .sent = sent { return true }
+        return false
+    }
+
     /// Sends a message of id `id` and one data component of `byteCount` bytes (at most a
     /// half of the ring) that `fill` writes in `ring`, as a note naming where they lie:
     /// waits for room until `deadline` (the port gives bytes back as its handlers finish
@@ -112,14 +131,14 @@ extension ThreadPortState {
                 // The side channel failed under the send: this component goes as plain
                 // frames, from where it was written, and so does every later one.
                 connection.sharedRing = .unavailable
-                _ = try send(OutgoingBytes(id: id, bytes: UnsafeRawBufferPointer(bytes)), as: kind,
-                             correlationID: correlationID, to: destination, deadline: deadline)
+                try sendFromRing(OutgoingBytes(id: id, bytes: UnsafeRawBufferPointer(bytes)), as: kind,
+                                 correlationID: correlationID, to: destination, deadline: deadline)
                 return .sent
             }
         }
         do {
-            _ = try send(SharedNoteMessage(id: id, note: SharedNote(token: ring.token, start: start, length: UInt64(byteCount))),
-                         as: kind, correlationID: correlationID, to: destination, deadline: deadline)
+            try sendFromRing(SharedNoteMessage(id: id, note: SharedNote(token: ring.token, start: start, length: UInt64(byteCount))),
+                             as: kind, correlationID: correlationID, to: destination, deadline: deadline)
         } catch {
             if !announced { channel.revoke(ring.token) } // announced again with the next note
             throw error
