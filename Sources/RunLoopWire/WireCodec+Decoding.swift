@@ -14,11 +14,10 @@ extension WireCodec {
         @usableFromInline package let componentCount: Int
         /// How many of the components are ports, whose addresses the caller checks.
         package let portCount: Int
-        /// How many of the components are descriptors, which the receiver claims.
-        package let descriptorCount: Int
-        /// How many of the components are data in shared memory, which the receiver finds
-        /// in the ring its sender shared.
-        package let sharedCount: Int
+        /// How many of the components the receiver claims from its side channel:
+        /// descriptors, and data in shared memory (found in the ring its sender shared).
+        /// The common message has none, and reads no more than this of them.
+        package let claimCount: Int
         /// The reply port's bytes; empty for none.
         @usableFromInline package let replyPort: UnsafeRawBufferPointer
         /// The message frame, for the component table and the inline components.
@@ -27,15 +26,14 @@ extension WireCodec {
         @usableFromInline let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
 
         @usableFromInline init(kind: WireKind, messageID: Int32, correlationID: UInt64, componentCount: Int,
-                               portCount: Int, descriptorCount: Int, sharedCount: Int, replyPort: UnsafeRawBufferPointer,
+                               portCount: Int, claimCount: Int, replyPort: UnsafeRawBufferPointer,
                                messageFrame: UnsafeRawBufferPointer, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
             self.kind = kind
             self.messageID = messageID
             self.correlationID = correlationID
             self.componentCount = componentCount
             self.portCount = portCount
-            self.descriptorCount = descriptorCount
-            self.sharedCount = sharedCount
+            self.claimCount = claimCount
             self.replyPort = replyPort
             self.messageFrame = messageFrame
             self.frames = frames
@@ -54,7 +52,7 @@ extension WireCodec {
         @inlinable package var firstComponent: ComponentBytes {
             precondition(componentCount > 0, "component 0 of 0")
             let kind = messageFrame[fixedHeaderSize]
-            if kind == ownFrameDataKind { return ComponentBytes(isPort: false, bytes: frames[1]) }
+            if kind == ownFrameDataKind { return ComponentBytes(kind: ownFrameDataKind, bytes: frames[1]) }
             let length = Int(UInt32(littleEndian: messageFrame.loadUnaligned(fromByteOffset: fixedHeaderSize + 1,
                                                                              as: UInt32.self)))
             return ComponentBytes(kind: kind,
@@ -72,21 +70,61 @@ extension WireCodec {
         }
     }
 
+    /// The frames of the message `header` was checked from, each shared data component
+    /// made a data component that travels alone (kind `2`), its frame the bytes `resolve`
+    /// gives for it (where they lie, in the ring its note names): the message a receiver
+    /// would have been sent without shared memory, which checks and reads as any other.
+    /// Nil if `resolve` gives nil for a component (a note naming nothing it can read).
+    /// `body` gets the frames while they are valid.
+    package static func withSharedDataResolved<Value>(
+        _ header: CheckedHeader, _ resolve: (ComponentBytes) -> UnsafeRawBufferPointer?,
+        _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value
+    ) throws(WireFormatError) -> Value? {
+        let tableEnd = fixedHeaderSize + tableEntrySize * header.componentCount
+        var frame = [UInt8](header.messageFrame[0..<tableEnd + header.replyPort.count])
+        var frames: [UnsafeRawBufferPointer] = [UnsafeRawBufferPointer(start: nil, count: 0)]
+        var index = 0
+        for component in header.components {
+            let entry = fixedHeaderSize + tableEntrySize * index
+            index += 1
+            if component.isShared {
+                guard let bytes = resolve(component), bytes.count <= Int(UInt32.max) else { return nil }
+                frame[entry] = ownFrameDataKind
+                withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { frame.replaceSubrange(entry + 1..<entry + 5, with: $0) }
+                frames.append(bytes)
+            } else if component.kind == ownFrameDataKind {
+                frames.append(component.bytes)
+            } else {
+                frame.append(contentsOf: component.bytes)
+            }
+        }
+        var failure: WireFormatError?
+        let value = frame.withUnsafeBytes { frame -> Value? in
+            frames[0] = frame
+            return frames.withUnsafeBufferPointer { frames -> Value? in
+                do throws(WireFormatError) {
+                    return try body(frames)
+                } catch {
+                    failure = error
+                    return nil
+                }
+            }
+        }
+        if let failure { throw failure }
+        return value
+    }
+
     /// One component of a checked message: a port's address, a descriptor component's
     /// token and index, a shared data component's note, or a data component's bytes, where
     /// they were received.
     @usableFromInline package struct ComponentBytes {
-        /// The component's kind byte; `ownFrameDataKind` reads as `dataKind`.
-        @usableFromInline let kind: UInt8
+        /// The component's kind byte (`dataKind`, `ownFrameDataKind`, …).
+        @usableFromInline package let kind: UInt8
         @usableFromInline package let bytes: UnsafeRawBufferPointer
 
         @inlinable init(kind: UInt8, bytes: UnsafeRawBufferPointer) {
             self.kind = kind
             self.bytes = bytes
-        }
-
-        @inlinable init(isPort: Bool, bytes: UnsafeRawBufferPointer) {
-            self.init(kind: isPort ? portKind : dataKind, bytes: bytes)
         }
 
         @inlinable package var isPort: Bool { kind == portKind }
@@ -134,7 +172,7 @@ extension WireCodec {
             index += 1
             if kind == ownFrameDataKind {
                 defer { frameIndex += 1 }
-                return ComponentBytes(isPort: false, bytes: header.frames[frameIndex])
+                return ComponentBytes(kind: ownFrameDataKind, bytes: header.frames[frameIndex])
             }
             let length = Int(UInt32(littleEndian: header.messageFrame.loadUnaligned(fromByteOffset: entry + 1, as: UInt32.self)))
             defer { inlineOffset += length }
@@ -233,8 +271,7 @@ extension WireCodec {
         var expectedSize = tableEnd + replyPortBytes
         var aloneCount = 0
         var portCount = 0
-        var descriptorCount = 0
-        var sharedCount = 0
+        var claimCount = 0
         var index = 0
         while index < componentCount {
             let entry = fixedHeaderSize + tableEntrySize * index
@@ -251,11 +288,11 @@ extension WireCodec {
                     throw .descriptorLengthInvalid(index: index, length: length)
                 }
                 expectedSize += length
-                descriptorCount += 1
+                claimCount += 1
             case sharedDataKind:
                 guard length == sharedComponentSize else { throw .sharedLengthInvalid(index: index, length: length) }
                 expectedSize += length
-                sharedCount += 1
+                claimCount += 1
             default: throw .unknownComponentKind(index: index, kind: componentKind)
             }
             index += 1
@@ -286,8 +323,8 @@ extension WireCodec {
             }
         }
         return CheckedHeader(kind: kind, messageID: messageID, correlationID: correlationID,
-                             componentCount: componentCount, portCount: portCount, descriptorCount: descriptorCount,
-                             sharedCount: sharedCount, replyPort: UnsafeRawBufferPointer(rebasing: frame[tableEnd..<tableEnd + replyPortBytes]),
+                             componentCount: componentCount, portCount: portCount, claimCount: claimCount,
+                             replyPort: UnsafeRawBufferPointer(rebasing: frame[tableEnd..<tableEnd + replyPortBytes]),
                              messageFrame: frame, frames: frames)
     }
 }

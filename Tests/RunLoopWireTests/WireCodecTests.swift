@@ -456,6 +456,34 @@ final class WireCodecTests: XCTestCase {
                            .unknownComponentKind(index: 1, kind: 5))
     }
 
+    func testAMessageWithSharedDataResolvedReadsAsTheSameMessageWithThoseBytesAlone() throws {
+        let token = Array(UInt8(0)..<16)
+        let ring = Array(repeating: UInt8(7), count: 100) + Array(UInt8(0)..<200) // bytes 100..<300 named by the note
+        let big = Array(repeating: UInt8(9), count: 70_000) // alone already
+        let message = WireMessage(messageID: 7, replyAddress: "ipc://r", components: [
+            .data([1, 2]), .sharedData(token: token, start: 100, length: 200), .port(address: "ipc://x"), .data(big),
+        ])
+        let resolved = try ring.withUnsafeBytes { ringBytes in
+            try WireCodec.withFramesLent(WireCodec.encode(message)) { (frames) throws(WireFormatError) -> WireMessage? in
+                let header = try WireCodec.checkedHeader(frames, limits: .default)
+                return try WireCodec.withSharedDataResolved(header, { component in
+                    let note = component.sharedReference
+                    return UnsafeRawBufferPointer(rebasing: ringBytes[Int(note.start)..<Int(note.start + note.length)])
+                }) { (frames) throws(WireFormatError) -> WireMessage in
+                    XCTAssertEqual(frames.count, 3, "the message frame, the resolved bytes, the large component")
+                    return try WireCodec.decode(frames.map(Array.init))
+                }
+            }
+        }
+        XCTAssertEqual(resolved, WireMessage(messageID: 7, replyAddress: "ipc://r", components: [
+            .data([1, 2]), .data(Array(UInt8(0)..<200)), .port(address: "ipc://x"), .data(big),
+        ]))
+        let unresolved = try WireCodec.withFramesLent(WireCodec.encode(message)) { (frames) throws(WireFormatError) -> Int? in
+            try WireCodec.withSharedDataResolved(try WireCodec.checkedHeader(frames, limits: .default), { _ in nil }) { _ in 1 }
+        }
+        XCTAssertNil(unresolved, "a note naming nothing readable resolves to nothing")
+    }
+
     func testASharedDataComponentRoundTripsAsItsNoteInTheMessageFrameAndAnyOtherLengthIsRejected() {
         let token = Array(UInt8(0)..<16)
         let message = WireMessage(messageID: 7, components: [

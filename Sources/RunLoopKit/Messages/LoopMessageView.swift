@@ -18,17 +18,11 @@ public struct LoopMessageView: ~Copyable {
     /// Who sent it, as its connection proved it (see `LoopMessage.sender`).
     public let sender: MessageSender?
     private let header: WireCodec.CheckedHeader
-    /// The ring the message's shared data components lie in (`SharedRingLayout`), every
-    /// note checked against it; nil for a message with none. Unowned: the delivery that
-    /// lends the view holds it until the handler returned, and no reference is counted per
-    /// message.
-    private unowned(unsafe) let ring: MappedRing?
 
     /// The message `PortEnvelope.check` read from the wire message's own frames and
-    /// checked (the format and every address), its shared data components in `ring`.
-    init(_ checked: consuming PortEnvelope.Checked, sender: MessageSender?, ring: MappedRing? = nil) {
+    /// checked (the format and every address).
+    init(_ checked: consuming PortEnvelope.Checked, sender: MessageSender?) {
         header = checked.header
-        self.ring = ring
         id = header.messageID
         if case .request = header.kind { isRequest = true } else { isRequest = false }
         replyPort = checked.replyPort
@@ -48,15 +42,7 @@ public struct LoopMessageView: ~Copyable {
     /// port. O(`index`), as `isPort(at:)`.
     public func data(at index: Int) -> UnsafeRawBufferPointer? {
         let component = header.component(at: index)
-        return component.isPort ? nil : bytes(of: component)
-    }
-
-    /// A data component's bytes: where they were received, or where they lie in the ring.
-    @inline(__always)
-    private func bytes(of component: WireCodec.ComponentBytes) -> UnsafeRawBufferPointer {
-        guard component.isShared else { return component.bytes }
-        // Checked before the view was made (`LocalPort.sharedRing(of:from:)`).
-        return ring.unsafelyUnwrapped.bytes(of: SharedNote(component.sharedReference).unsafelyUnwrapped).unsafelyUnwrapped
+        return component.isPort ? nil : component.bytes
     }
 
     /// Port component `index` (made on each call), or nil for data. O(`index`), as `isPort(at:)`.
@@ -69,16 +55,14 @@ public struct LoopMessageView: ~Copyable {
     public var firstData: UnsafeRawBufferPointer? {
         guard header.componentCount > 0 else { return nil }
         let first = header.firstComponent // the common case, without a walk of the table
-        if !first.isPort { return bytes(of: first) }
-        for component in header.components where !component.isPort { return bytes(of: component) }
+        if !first.isPort { return first.bytes }
+        for component in header.components where !component.isPort { return component.bytes }
         return nil
     }
 
     /// The message, copied: what a `LocalPort.Handler` would have been given.
     public var owned: LoopMessage {
-        let components = header.components.map { component in
-            component.isShared ? .data([UInt8](bytes(of: component))) : LoopMessage.Component(received: component)
-        }
+        let components = header.components.map(LoopMessage.Component.init(received:))
         var message = LoopMessage(id: id, components: components, replyPort: replyPort)
         message.sender = sender
         return message

@@ -53,7 +53,7 @@ extension PortEnvelope {
         throws(WireFormatError) -> PortEnvelope {
         let checked = try check(frames, limits: limits, replyAddresses: &replyAddresses)
         let header = checked.header
-        let components = header.descriptorCount | header.sharedCount == 0 ? decodeComponents(header, storage: &storage)
+        let components = header.claimCount == 0 ? decodeComponents(header, storage: &storage)
             : try claimComponents(header, from: descriptors?.receiver, sender: sender?.sender)
         var returnPath: ReturnPath?
         switch header.kind { // a pattern, not the cross-module `==`

@@ -205,15 +205,10 @@ extension LocalPort: PortBasedSource, WireReceiver {
                 cancelRequest(header.correlationID, from: RoutingID(routingID))
                 return .dropped
             }
-            if header.descriptorCount > 0 { // a borrowed message cannot own descriptors: claimed, closed, dropped
-                _ = try PortEnvelope.claimComponents(header, from: descriptorSlot.receiver,
-                                                     sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
-                throw .descriptorsNotFound(component: 0)
-            }
-            if header.sharedCount > 0 { // the common message has none: one comparison
-                return try deliverShared(checked, routingID: routingID, hasDelimiter: hasDelimiter,
-                                         sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender,
-                                         to: handler)
+            if header.claimCount > 0 { // descriptors or shared data; the common message has neither
+                return try deliverClaiming(checked, routingID: routingID, hasDelimiter: hasDelimiter,
+                                           sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender,
+                                           to: handler)
             }
             statistics.countReceived()
             let view = LoopMessageView(checked, sender: senderReader.sender(ofReceived: socket, frame: frames.count - 1)?.sender)
@@ -258,42 +253,45 @@ extension LocalPort: PortBasedSource, WireReceiver {
         return .answered
     }
 
-    /// A borrowed message with shared data components: read where they lie, in their
-    /// sender's ring, and given back once the handler returned.
+    /// A borrowed message with descriptor or shared data components. Descriptors: claimed,
+    /// closed and the message dropped (a borrowed message owns nothing). Shared data: read
+    /// where it lies, in its sender's ring (the view is of the message as if each shared
+    /// component had travelled in a frame of its own, that frame its bytes in the ring,
+    /// `WireCodec.withSharedDataResolved`), and given back once the handler returned.
+    /// Throws `descriptorsNotFound` (the message is dropped, counted `unknownDescriptors`)
+    /// for a note that names no ring its process gave this port, or bytes outside it.
     @inline(never) // off the common message's way
-    private func deliverShared(_ checked: consuming PortEnvelope.Checked, routingID: UnsafeRawBufferPointer, hasDelimiter: Bool,
-                               sender: MessageSender?, to handler: BorrowingHandler) throws(WireFormatError) -> BorrowedOutcome {
-        let correlationID = checked.header.correlationID
-        let (ring, end) = try sharedRing(of: checked.header, from: sender)
-        defer { ring.giveBack(through: end) }
-        statistics.countReceived()
-        let view = LoopMessageView(checked, sender: sender, ring: ring)
-        return handle(view, correlationID: correlationID, routingID: routingID, hasDelimiter: hasDelimiter, by: handler)
-    }
-
-    /// The ring every shared data component of a borrowed message lies in (one: a sender
-    /// has one ring per port), each note checked against it, and the end of the last one,
-    /// to give back after the handler; throws `descriptorsNotFound` (the message is
-    /// dropped, counted `unknownDescriptors`) for a note that names no ring its process
-    /// gave this port, another ring, or bytes outside it.
-    private func sharedRing(of header: WireCodec.CheckedHeader,
-                            from sender: MessageSender?) throws(WireFormatError) -> (ring: MappedRing, end: UInt64) {
-        var found: MappedRing?
-        var end: UInt64 = 0
-        var index = 0
-        for component in header.components {
-            defer { index += 1 }
-            guard component.isShared else { continue }
-            guard let receiver = descriptorSlot.receiver, let pid = PortEnvelope.process(of: sender),
-                  let (ring, note) = PortEnvelope.sharedRing(of: component, in: receiver, from: pid),
-                  found.map({ $0 === ring }) ?? true, ring.bytes(of: note) != nil else {
-                if let found { found.giveBack(through: end) }
-                throw .descriptorsNotFound(component: index)
-            }
-            found = ring
-            end = max(end, note.start &+ note.length)
+    private func deliverClaiming(_ checked: consuming PortEnvelope.Checked, routingID: UnsafeRawBufferPointer, hasDelimiter: Bool,
+                                 sender: MessageSender?, to handler: BorrowingHandler) throws(WireFormatError) -> BorrowedOutcome {
+        let header = checked.header
+        if header.components.contains(where: \.isDescriptor) {
+            _ = try PortEnvelope.claimComponents(header, from: descriptorSlot.receiver, sender: sender)
+            throw .descriptorsNotFound(component: 0)
         }
-        return (found.unsafelyUnwrapped, end)
+        guard let receiver = descriptorSlot.receiver, let pid = PortEnvelope.process(of: sender) else {
+            throw .descriptorsNotFound(component: 0)
+        }
+        var rings: [MappedRing] = [] // kept until the handler returned, each given back after it
+        var ends: [UInt64] = []
+        defer { for (ring, end) in zip(rings, ends) { ring.giveBack(through: end) } }
+        let outcome = try WireCodec.withSharedDataResolved(header, { component in
+            guard let (ring, note) = PortEnvelope.sharedRing(of: component, in: receiver, from: pid),
+                  let bytes = ring.bytes(of: note) else { return nil }
+            if let index = rings.firstIndex(where: { $0 === ring }) {
+                ends[index] = max(ends[index], note.start &+ note.length)
+            } else {
+                rings.append(ring)
+                ends.append(note.start &+ note.length)
+            }
+            return bytes
+        }) { (frames) throws(WireFormatError) -> BorrowedOutcome in
+            let resolved = try PortEnvelope.check(frames, limits: .default, replyAddresses: &replyAddresses)
+            statistics.countReceived()
+            return handle(LoopMessageView(resolved, sender: sender), correlationID: header.correlationID,
+                          routingID: routingID, hasDelimiter: hasDelimiter, by: handler)
+        }
+        guard let outcome else { throw .descriptorsNotFound(component: 0) }
+        return outcome
     }
 
     /// The most bytes of a handler's error description a failure reply carries.
