@@ -76,6 +76,7 @@ final class SharedMemoryTests: XCTestCase {
             case "stream": return try sendStream(to: parts[1])
             case "killed": return try sendAndWaitToBeKilled(to: parts[1])
             case "forked": return try sendFromAForkedChild(to: parts[1])
+            case "port-gone": return try sendUntilThePortIsGone(to: parts[1])
             default: return childReport(false, "unknown scenario \(parts[0])")
             }
         } catch {
@@ -156,6 +157,33 @@ final class SharedMemoryTests: XCTestCase {
         try remote.send(LoopMessage(id: 103, components: [.data(payload(id: 103, count: copiedSize))]))
         let answer = try remote.sendRequest(LoopMessage(id: 9999, text: "done?"), receiveTimeout: .seconds(30))
         return childReport(answer.text == "all handled", "the port's answer: \(answer.text ?? "none")")
+    }
+
+    /// Waits for the ring, sends a large component, then large components until the port
+    /// is gone (its owner invalidated it on the first): the send fails (`remoteInvalid`),
+    /// and this thread's ring is unmapped with the connection, nothing of it left here.
+    private static func sendUntilThePortIsGone(to name: String) throws -> Bool {
+        let remote = try RemotePort(named: name)
+        try remote.send(LoopMessage(id: 100, components: [.data(payload(id: 100, count: copiedSize))]))
+        guard try waitForRing(to: remote) else { return childReport(false, "no ring after the port's welcome") }
+        let mapped = try ringMappings()
+        guard mapped > 0 else { return childReport(false, "no ring mapped in the sender") }
+        var failure: PortError?
+        let gone = waitUntil(within: .seconds(20)) {
+            do throws(PortError) {
+                try remote.send(LoopMessage(id: 101, components: [.data(payload(id: 101, count: copiedSize))]),
+                                timeout: .seconds(1))
+                return false
+            } catch {
+                failure = error
+                return true
+            }
+        }
+        guard gone, case .remoteInvalid = failure else {
+            return childReport(false, "sends to a gone port: \(failure.map { "\($0)" } ?? "never failed")")
+        }
+        let after = try ringMappings()
+        return childReport(after == 0, "the sender's ring mappings: \(mapped) with the port, \(after) once it was gone")
     }
 
     /// Waits for the ring, sends three large components, says so, and waits to be killed.
@@ -255,6 +283,20 @@ final class SharedMemoryTests: XCTestCase {
         XCTAssertEqual(checked.withLock { $0.good }, 3, "100, 101 and 103: nothing of the forked child's")
         XCTAssertEqual(checked.withLock { $0.bad }, [])
         XCTAssertEqual(port.descriptorReceiver?.counters.sharedComponents, 2)
+    }
+
+    func testASendersRingIsUnmappedOnceItsPortIsGoneAndTheSendSaysSo() throws {
+        let mode = uniqueMode("port-gone")
+        let name = uniqueName("port-gone")
+        var received = 0
+        let port = try LocalPort(name: name) { _ in received += 1; return nil }
+        loop.add(port, to: mode)
+        let child = try SpawnedProcess(childTestArguments(self, test: #function), environment: [Self.scenarioVariable: "port-gone:\(name)"])
+        XCTAssertTrue(runCurrentLoop(in: mode, safetyNet: .seconds(30)) { received >= 2 }, "the plain first and a shared one")
+        XCTAssertEqual(port.descriptorReceiver?.counters.ringsMapped, 1)
+        port.invalidate() // the port is gone: its side channel and its ring with it
+        XCTAssertEqual(child.waitForExit(), .exited(0), child.stdout + child.stderr)
+        XCTAssertTrue(child.stdout.contains("PASS the sender's ring mappings"), child.stdout)
     }
 
     func testTheRingOfASenderKilledMidStreamIsUnmappedOnceItsGraceIsOverWithoutAnotherMessage() throws {
