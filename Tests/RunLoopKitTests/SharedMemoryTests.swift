@@ -471,3 +471,37 @@ private final class ReceivingSide: @unchecked Sendable {
     let ring: MappedRing
     init(_ ring: MappedRing) { self.ring = ring }
 }
+
+// MARK: - The port's table of rings
+
+extension SharedMemoryTests {
+    func testAPortMapsOneRingPerConnectionAtMostSixtyFourAndUnmapsAClosedConnectionsAfterItsGrace() throws {
+        var table = SharedRingTable()
+        var senders: [SendingRing] = []
+        func mapped() throws -> MappedRing {
+            let sender = try SendingRing(capacity: 4096)
+            senders.append(sender)
+            return try MappedRing(checking: sender.descriptor)
+        }
+        XCTAssertTrue(table.admits(from: 3, orphaned: false))
+        table.add(try mapped(), token: .random(), pid: 1, connection: 3, orphanedAt: nil)
+        XCTAssertFalse(table.admits(from: 3, orphaned: false), "one ring per connection")
+        for connection in 4..<Int32(3 + table.maxRings) {
+            XCTAssertTrue(table.admits(from: connection, orphaned: false))
+            table.add(try mapped(), token: .random(), pid: 1, connection: connection, orphanedAt: nil)
+        }
+        XCTAssertEqual(table.count, 64)
+        XCTAssertFalse(table.admits(from: 1000, orphaned: false), "at most 64 rings")
+        XCTAssertNil(table.nextUnmap(grace: .seconds(10)), "nothing to unmap while every connection is open")
+        let closedAt = Deadline.now()
+        XCTAssertTrue(table.connectionClosed(3, at: closedAt))
+        XCTAssertFalse(table.connectionClosed(1000, at: closedAt), "a connection that gave no ring")
+        XCTAssertEqual(table.nextUnmap(grace: .seconds(10)), closedAt + .seconds(10))
+        table.unmapOrphans(at: closedAt + .seconds(9), grace: .seconds(10))
+        XCTAssertEqual(table.count, 64, "not before its grace is over")
+        table.unmapOrphans(at: closedAt + .seconds(10), grace: .seconds(10))
+        XCTAssertEqual(table.count, 63)
+        XCTAssertFalse(table.hasOrphans)
+        XCTAssertTrue(table.admits(from: 3, orphaned: false), "room again, for a new connection numbered as the closed one")
+    }
+}

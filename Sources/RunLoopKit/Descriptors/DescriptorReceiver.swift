@@ -77,19 +77,9 @@ package final class DescriptorReceiver {
         var orphanedAt: Deadline?
     }
 
-    /// A sender's shared ring, mapped: while its connection lives, and `orphanGrace` after
-    /// it closed (its last notes may still be on their way, as descriptors' messages).
-    private struct RingEntry {
-        let ring: MappedRing
-        let pid: pid_t
-        var orphanedAt: Deadline?
-    }
-
     private struct Connection {
         let pid: pid_t
         var unclaimed = 0
-        /// The token of the ring it gave, if any: one per connection.
-        var ring: DescriptorToken?
         /// Its hang-up in the loop's poll set, once watched (`watch(on:)`).
         var hangUp: LoopHousekeeping?
         /// Whether a drop over its bound was logged (once per connection).
@@ -104,9 +94,9 @@ package final class DescriptorReceiver {
     package private(set) var counters = Counters()
     private var connections: [Int32: Connection] = [:]
     private var entries: [DescriptorToken: Entry] = [:]
-    private var rings: [DescriptorToken: RingEntry] = [:]
-    /// The most shared rings mapped at once (one per sending thread and port).
-    package let maxRings = 64
+    /// The shared rings senders gave, mapped (`ring(_:from:)`), each unmapped `orphanGrace`
+    /// after its connection closed.
+    private var rings = SharedRingTable()
     private let uid = getuid()
     /// The loop whose poll set watches the listener, the hang-ups and the timer; nil until `watch(on:)`.
     private weak var loop: ThreadRunLoop?
@@ -360,7 +350,7 @@ package final class DescriptorReceiver {
     private func remove(_ token: DescriptorToken) -> [MessageDescriptor]? {
         guard let entry = entries.removeValue(forKey: token) else { return nil }
         if entry.orphanedAt == nil { connections[entry.connection]?.unclaimed -= entry.descriptors.count }
-        if entries.isEmpty, !hasOrphanRings, timerArmedAt != nil { disarmTimer() } // no timer while nothing waits
+        if entries.isEmpty, !rings.hasOrphans, timerArmedAt != nil { disarmTimer() } // no timer while nothing waits
         return entry.descriptors
     }
 
@@ -368,10 +358,7 @@ package final class DescriptorReceiver {
         guard let connection = connections.removeValue(forKey: fd) else { return }
         close(fd, watchedBy: connection.hangUp)
         let now = Deadline.now()
-        if let token = connection.ring {
-            rings[token]?.orphanedAt = now
-            armTimer(before: now + orphanGrace)
-        }
+        if rings.connectionClosed(fd, at: now) { armTimer(before: now + orphanGrace) }
         guard connection.unclaimed > 0 else { return }
         for (token, entry) in entries where entry.connection == fd && entry.orphanedAt == nil {
             entries[token]?.orphanedAt = now
@@ -396,15 +383,17 @@ package final class DescriptorReceiver {
     /// The shared ring process `pid` gave under `token` (its descriptor attached under it,
     /// named by the first note that uses it), mapped at that first note; nil (counted) for
     /// a token that names no ring from that process, or a ring refused (`MappedRing`'s
-    /// checks, one per connection, at most `maxRings`).
+    /// checks, `SharedRingTable`'s bounds).
     func ring(_ token: DescriptorToken, from pid: pid_t) -> MappedRing? {
-        if let entry = rings[token] {
-            guard entry.pid == pid else {
-                counters.unknownTokens += 1
-                return nil
-            }
+        switch rings.lookup(token, from: pid) {
+        case .ring(let ring):
             counters.sharedComponents += 1
-            return entry.ring
+            return ring
+        case .anotherProcess:
+            counters.unknownTokens += 1
+            return nil
+        case .unknown:
+            break
         }
         if entries[token] == nil { read(until: token) }
         guard let entry = entries[token], entry.pid == pid, let descriptors = remove(token) else {
@@ -412,8 +401,8 @@ package final class DescriptorReceiver {
             return nil
         }
         defer { descriptors.forEach { $0.close() } } // a mapping outlives its descriptor
-        guard descriptors.count == 1, let fd = descriptors[0].descriptor, rings.count < maxRings,
-              entry.orphanedAt != nil || connections[entry.connection]?.ring == nil else {
+        guard descriptors.count == 1, let fd = descriptors[0].descriptor,
+              rings.admits(from: entry.connection, orphaned: entry.orphanedAt != nil) else {
             counters.ringsRefused += 1
             return nil
         }
@@ -429,27 +418,13 @@ package final class DescriptorReceiver {
         }
         counters.ringsMapped += 1
         counters.sharedComponents += 1
-        rings[token] = RingEntry(ring: ring, pid: pid, orphanedAt: entry.orphanedAt)
-        if let orphanedAt = entry.orphanedAt {
-            armTimer(before: orphanedAt + orphanGrace)
-        } else {
-            connections[entry.connection]?.ring = token
-        }
+        rings.add(ring, token: token, pid: pid, connection: entry.connection, orphanedAt: entry.orphanedAt)
+        if let orphanedAt = entry.orphanedAt { armTimer(before: orphanedAt + orphanGrace) }
         return ring
     }
 
     /// Shared rings mapped now.
     package var mappedRingCount: Int { rings.count }
-
-    private var hasOrphanRings: Bool { rings.values.contains { $0.orphanedAt != nil } }
-
-    /// Unmaps the rings whose connection closed more than `orphanGrace` before `now` (a
-    /// handler still reading one keeps its mapping until it returns).
-    private func unmapOrphanRings(at now: Deadline) {
-        for (token, entry) in rings {
-            if let orphanedAt = entry.orphanedAt, !(now < orphanedAt + orphanGrace) { rings[token] = nil }
-        }
-    }
 
     /// When `entry`'s descriptors are closed if no message took them.
     private func deadline(of entry: Entry) -> Deadline {
@@ -461,7 +436,7 @@ package final class DescriptorReceiver {
     /// timer for the next deadline, or disarms it.
     private func closeDue() {
         let now = Deadline.now()
-        if hasOrphanRings { unmapOrphanRings(at: now) }
+        if rings.hasOrphans { rings.unmapOrphans(at: now, grace: orphanGrace) }
         guard !entries.isEmpty else { return armTimer() }
         var expired: [pid_t: Int] = [:]
         for (token, entry) in entries where !(now < deadline(of: entry)) {
@@ -505,8 +480,7 @@ package final class DescriptorReceiver {
             guard timerArmedAt.map({ deadline < $0 }) ?? true else { return }
             next = deadline
         } else {
-            let rings = rings.values.lazy.compactMap { $0.orphanedAt.map { $0 + self.orphanGrace } }
-            next = (entries.values.lazy.map(deadline(of:)) + rings).min()
+            next = [entries.values.lazy.map(deadline(of:)).min(), rings.nextUnmap(grace: orphanGrace)].compactMap { $0 }.min()
         }
         guard next != timerArmedAt else { return }
         if timer < 0 {
@@ -553,7 +527,7 @@ package final class DescriptorReceiver {
         }
         for (fd, connection) in connections { close(fd, watchedBy: connection.hangUp) }
         connections = [:]
-        rings = [:]
+        rings.removeAll()
         if timer >= 0 { close(timer, watchedBy: timerWatch) }
         timer = -1
         timerWatch = nil
