@@ -77,6 +77,7 @@ final class SharedMemoryTests: XCTestCase {
             case "killed": return try sendAndWaitToBeKilled(to: parts[1])
             case "forked": return try sendFromAForkedChild(to: parts[1])
             case "port-gone": return try sendUntilThePortIsGone(to: parts[1])
+            case "no-welcome": return try sendToAPortThatNeverWelcomes(to: parts[1])
             default: return childReport(false, "unknown scenario \(parts[0])")
             }
         } catch {
@@ -186,6 +187,37 @@ final class SharedMemoryTests: XCTestCase {
         return childReport(after == 0, "the sender's ring mappings: \(mapped) with the port, \(after) once it was gone")
     }
 
+    /// Sends large components to a port whose side channel never says it maps rings (a
+    /// port of before them): they go as plain frames while the sender waits for the
+    /// welcome and once it gave up on it (`SharedRingState.welcomeWait`); then a request
+    /// whose answer says the port handled them.
+    private static func sendToAPortThatNeverWelcomes(to name: String) throws -> Bool {
+        let remote = try RemotePort(named: name)
+        let connection = try ThreadPortState.withCurrent { (state) throws(PortError) in try state.existingOrNewConnection(to: remote) }
+        var sent = 0
+        var id: Int32 { Int32(100 + sent % 800) } // 100 up to 899: large, copied (`streamPort`)
+        var sendFailure: PortError?
+        let gaveUp = waitUntil(within: .seconds(10)) {
+            do throws(PortError) {
+                try remote.send(LoopMessage(id: id, components: [.data(payload(id: id, count: copiedSize))]))
+                sent += 1
+            } catch {
+                sendFailure = error
+                return true
+            }
+            if case .unavailable = connection.sharedRing { return true }
+            return false
+        }
+        guard gaveUp, sendFailure == nil else { return childReport(false, "sends: \(sendFailure.map { "\($0)" } ?? "never gave up")") }
+        for _ in 0..<5 {
+            try remote.send(LoopMessage(id: id, components: [.data(payload(id: id, count: copiedSize))]))
+            sent += 1
+        }
+        let answer = try remote.sendRequest(LoopMessage(id: 9999, text: "done?"), receiveTimeout: .seconds(30))
+        print("SENT \(sent)")
+        return childReport(answer.text == "all handled", "the port's answer: \(answer.text ?? "none")")
+    }
+
     /// Waits for the ring, sends three large components, says so, and waits to be killed.
     private static func sendAndWaitToBeKilled(to name: String) throws -> Bool {
         let remote = try RemotePort(named: name)
@@ -283,6 +315,32 @@ final class SharedMemoryTests: XCTestCase {
         XCTAssertEqual(checked.withLock { $0.good }, 3, "100, 101 and 103: nothing of the forked child's")
         XCTAssertEqual(checked.withLock { $0.bad }, [])
         XCTAssertEqual(port.descriptorReceiver?.counters.sharedComponents, 2)
+    }
+
+    func testAPortThatNeverWelcomesASenderGetsEveryLargeComponentAsPlainFrames() throws {
+        let mode = uniqueMode("no-welcome")
+        let name = uniqueName("no-welcome")
+        let checked = LockedValue((good: 0, bad: [Int32]()))
+        let answered = LockedValue(false)
+        let port = try streamPort(name: name, borrowing: false, checked: checked, answered: answered)
+        defer { port.invalidate() }
+        loop.add(port, to: mode)
+        // The port's side channel replaced by a listener that takes connections and never
+        // writes: a port of before shared rings, as a sender sees it.
+        let path = try XCTUnwrap(port.descriptorReceiver?.path)
+        try Kernel.unlink(path)
+        let silent = try Kernel.unixPacketSocket()
+        defer { Kernel.close(silent) }
+        try Kernel.listen(silent, atUnixPath: path, backlog: 16)
+        let child = try SpawnedProcess(childTestArguments(self, test: #function), environment: [Self.scenarioVariable: "no-welcome:\(name)"])
+        XCTAssertTrue(runCurrentLoop(in: mode, safetyNet: .seconds(60)) { answered.withLock { $0 } })
+        XCTAssertEqual(child.waitForExit(), .exited(0), child.stdout + child.stderr)
+        let sent = try XCTUnwrap(child.stdout.split(separator: "\n").first { $0.hasPrefix("SENT ") }.flatMap { Int($0.dropFirst(5)) })
+        XCTAssertGreaterThan(sent, 5)
+        XCTAssertEqual(checked.withLock { $0.good }, sent, "every one, intact")
+        XCTAssertEqual(checked.withLock { $0.bad }, [])
+        XCTAssertEqual(port.descriptorReceiver?.counters.ringsMapped, 0)
+        XCTAssertEqual(port.statistics.messagesDropped, 0)
     }
 
     func testASendersRingIsUnmappedOnceItsPortIsGoneAndTheSendSaysSo() throws {
