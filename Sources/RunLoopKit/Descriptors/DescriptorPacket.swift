@@ -55,11 +55,14 @@ package enum DescriptorPacket {
         case attach = 0
         /// The sender's message with this token was not sent: close its descriptors.
         case revoke = 1
-        /// From the port, first on each connection it accepts (token all zero, no
-        /// descriptors): it maps shared rings (`SharedRingLayout`), so the sender may send
-        /// large data components in one. A port that never says so gets plain frames.
-        case welcome = 2
     }
+
+    /// The one packet a port sends, first on each connection it accepts: operation `02`,
+    /// the token all zero, no descriptors. It says the port maps shared rings
+    /// (`SharedRingLayout`), so the sender may send large data components in one; a port
+    /// that never says so gets plain frames. Not an `Operation`: no sender sends it, and a
+    /// port takes it from a sender for a malformed packet.
+    package static let welcome: [UInt8] = [0x52, 0x4C, 0x4B, 0x44, version, 2, 0, 0] + [UInt8](repeating: 0, count: 16)
 
     /// The packet's bytes.
     package static func encode(_ operation: Operation, _ token: DescriptorToken) -> [UInt8] {

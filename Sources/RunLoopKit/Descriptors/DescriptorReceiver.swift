@@ -266,8 +266,7 @@ package final class DescriptorReceiver {
             watchHangUp(of: connection)
             // This port maps shared rings: a sender may give it one (best effort; a fresh
             // connection's queue is empty).
-            let welcome = DescriptorPacket.encode(.welcome, DescriptorToken(high: 0, low: 0))
-            _ = try? welcome.withUnsafeBytes { bytes throws(SystemCallError) in
+            _ = try? DescriptorPacket.welcome.withUnsafeBytes { bytes throws(SystemCallError) in
                 try Kernel.sendWithDescriptors(connection, bytes, descriptors: [])
             }
         }
@@ -330,9 +329,6 @@ package final class DescriptorReceiver {
             connection.unclaimed += packet.descriptors.count
             connections[fd] = connection
             armTimer(before: now + unclaimedLifetime)
-        case .welcome: // the port's own packet: no sender sends it
-            counters.malformedPackets += 1
-            closeUnclaimed(packet.descriptors)
         case .revoke:
             closeUnclaimed(packet.descriptors)
             if let entry = entries[token], entry.connection == fd, let descriptors = remove(token) {

@@ -44,7 +44,7 @@ package final class DescriptorSender {
 
     deinit { Kernel.close(socket) }
 
-    /// Whether the port said it maps shared rings (`DescriptorPacket.Operation.welcome`, its
+    /// Whether the port said it maps shared rings (`DescriptorPacket.welcome`, its
     /// first packet on the connection); read without waiting, false until it came.
     package private(set) var isWelcomed = false
 
@@ -58,7 +58,7 @@ package final class DescriptorSender {
             packet.descriptors.forEach(Kernel.close) // the port sends none
             guard packet.byteCount > 0 else { return false } // closed
             let bytes = withUnsafeBytes(of: &buffer) { Array($0.prefix(packet.byteCount)) }
-            if let (operation, _) = DescriptorPacket.decode(bytes), operation == .welcome { isWelcomed = true }
+            if bytes == DescriptorPacket.welcome { isWelcomed = true }
         }
         return true
     }
@@ -73,11 +73,17 @@ package final class DescriptorSender {
         (try? Kernel.hungUp([socket]))?.isEmpty == false
     }
 
-    /// Sends `descriptors` (1–253; they stay the caller's) under `token` (a fresh one), which the
+    /// Sends `descriptors` (1–253; they stay the caller's) under a fresh token, which the
     /// message's descriptor components then name. When the connection's send buffer is
     /// full (the receiver is behind by that many packets), waits for room until `deadline`
     /// (`wouldBlock` after it; at once for the default, a deadline already past).
-    package func attach(_ descriptors: [Int32], as token: DescriptorToken = .random(),
+    package func attach(_ descriptors: [Int32], before deadline: Deadline = Deadline(rawValue: 0)) throws(DescriptorSendError) -> DescriptorToken {
+        try attach(descriptors, as: .random(), before: deadline)
+    }
+
+    /// `attach(_:before:)` under `token`, chosen by the caller (a shared ring's, which its
+    /// notes name).
+    package func attach(_ descriptors: [Int32], as token: DescriptorToken,
                         before deadline: Deadline = Deadline(rawValue: 0)) throws(DescriptorSendError) -> DescriptorToken {
         precondition(!descriptors.isEmpty && descriptors.count <= Kernel.maxDescriptorsPerPacket)
         while true {
