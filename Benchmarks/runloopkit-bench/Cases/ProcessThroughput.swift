@@ -1,6 +1,7 @@
 import CZeroMQ
 import Foundation
 import Glibc
+import LatencyStatistics
 import RunLoopKit
 
 /// One-way messages from this process to a child (this executable, `--child
@@ -67,10 +68,69 @@ enum ProcessThroughputCase {
                 runloopkit: rates[0].value, peers: Array(rates.dropFirst()),
                 targets: isLarge ? [.atLeastTimes(0.8, peer: "floor-shm"), .atLeastTimes(timesZMQ, peer: "zmq-ipc")] : []))
         }
+        outcome.metrics += sendToHandler(target, child: child, config)
         outcome.notes = ["\(name): \(roundBytes(config) >> 20) MiB per round at 64 KiB-16 MiB, "
                          + "\(config.throughputMessages) messages at 16 B and 1 KiB; median of \(config.throughputRounds) rounds; "
                          + "every byte written by the sender and read by the receiver"]
         return outcome
+    }
+
+    // MARK: From send to handler
+
+    /// The sizes whose time from send to handler is compared (the issue: 4 MiB within 2 ×
+    /// 64 KiB), and the message id of such a probe.
+    static let probeSizes: [(bytes: Int, label: String)] = [(64 << 10, "64KiB"), (4 << 20, "4MiB")]
+    static let probeID: Int32 = 2
+
+    /// One component at a time, filled in place by a sender on the stream's CPU: its
+    /// first word the clock when the send began, its second the clock when the fill ended
+    /// (the rest the payload's words); the child's handler reads the clock as it starts and
+    /// writes both differences on its standard output, which the parent reads before the
+    /// next probe. `us_p50_filled_to_handler_4MiB`, what the transport adds once the bytes
+    /// are written, has the issue's target (≤ 2 × the same at 64 KiB); `us_p50_send_to_handler_4MiB`,
+    /// the fill included (4 MiB written at memory speed), is information.
+    static func sendToHandler(_ target: RemotePort, child: ChildProcess, _ config: BenchConfig) -> [MetricResult] {
+        let sender = CommandThread(cpu: Placement.sender)
+        defer { sender.finish() }
+        let probes = config.quick ? 50 : 200
+        var filled: [String: LatencySummary] = [:]
+        var whole: [String: LatencySummary] = [:]
+        for (bytes, label) in probeSizes {
+            var fromFill = LatencyHistogram()
+            var fromSend = LatencyHistogram()
+            for index in 0..<(probes + 20) { // the first 20 warm up, the ring's welcome among them
+                sender.run {
+                    do {
+                        try target.send(id: probeID, byteCount: bytes, timeout: .seconds(30)) { buffer in
+                            let start = Clock.now()
+                            let base = buffer.baseAddress.unsafelyUnwrapped
+                            Payload.fill(base, byteCount: bytes, seed: UInt64(index))
+                            base.storeBytes(of: start, toByteOffset: 0, as: UInt64.self)
+                            base.storeBytes(of: Clock.now(), toByteOffset: 8, as: UInt64.self)
+                        }
+                    } catch {
+                        fatalError("RunLoopKit probe send failed: \(error)")
+                    }
+                }
+                let fields = child.readLine().split(separator: " ")
+                guard fields.count == 3, fields[0] == "L", let sinceSend = UInt64(fields[1]), let sinceFill = UInt64(fields[2]) else {
+                    fatalError("the child did not time the probe")
+                }
+                if index >= 20 {
+                    fromSend.record(nanoseconds: sinceSend)
+                    fromFill.record(nanoseconds: sinceFill)
+                }
+            }
+            filled[label] = LatencySummary(fromFill)
+            whole[label] = LatencySummary(fromSend)
+        }
+        return [
+            MetricResult(caseName: name, metric: "us_p50_filled_to_handler_4MiB", unit: "µs", lowerIsBetter: true,
+                         runloopkit: filled["4MiB"]!.p50, peers: [PeerValue(name: "64KiB", value: filled["64KiB"]!.p50)],
+                         targets: [.atMostTimes(2, peer: "64KiB")]),
+            MetricResult(caseName: name, metric: "us_p50_send_to_handler_4MiB", unit: "µs", lowerIsBetter: true,
+                         runloopkit: whole["4MiB"]!.p50, peers: [PeerValue(name: "64KiB", value: whole["64KiB"]!.p50)]),
+        ]
     }
 
     // MARK: The child
@@ -84,6 +144,11 @@ enum ProcessThroughputCase {
             let tally = tallies[0]
             let local = RunLoopKitPingPong.makePort(name: childPort) { _ in nil }
             local.handler = .borrowing { view in
+                if view.id == probeID, let bytes = view.firstData { // a probe (`sendToHandler`): timed, not tallied
+                    let now = Clock.now()
+                    say("L \(now &- bytes.loadUnaligned(as: UInt64.self)) \(now &- bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))")
+                    return nil
+                }
                 if let bytes = view.firstData {
                     Payload.check(bytes)
                     tally.add(bytes.count)
