@@ -98,7 +98,7 @@ static inline int clinux_deny_system_call_for_tests(long nr, int errno_value) {
 /// or until `deadline_ns` on CLOCK_MONOTONIC (absolute nanoseconds; UINT64_MAX: no
 /// deadline). Returns 0 when woken (maybe spuriously), -1 with errno ETIMEDOUT, EAGAIN
 /// (the word no longer held `expected`) or EINTR.
-static inline int clinux_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+static inline int clinux_futex_wait_operation(uint32_t *word, uint32_t expected, uint64_t deadline_ns, int operation) {
     struct timespec deadline;
     struct timespec *timeout = NULL;
     if (deadline_ns != UINT64_MAX) {
@@ -106,8 +106,11 @@ static inline int clinux_futex_wait(uint32_t *word, uint32_t expected, uint64_t 
         deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
         timeout = &deadline;
     }
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, timeout, NULL,
-                        FUTEX_BITSET_MATCH_ANY);
+    return (int)syscall(SYS_futex, word, operation, expected, timeout, NULL, FUTEX_BITSET_MATCH_ANY);
+}
+
+static inline int clinux_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    return clinux_futex_wait_operation(word, expected, deadline_ns, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG);
 }
 
 /// Wakes one thread sleeping in `clinux_futex_wait` on `word`. Returns how many woke.
@@ -118,14 +121,7 @@ static inline int clinux_futex_wake(uint32_t *word) {
 /// `clinux_futex_wait` on a word that other processes map too (a `MAP_SHARED` mapping of
 /// a memory file): the futex is keyed by the memory, not the process. Same returns.
 static inline int clinux_futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
-    struct timespec deadline;
-    struct timespec *timeout = NULL;
-    if (deadline_ns != UINT64_MAX) {
-        deadline.tv_sec = (time_t)(deadline_ns / 1000000000u);
-        deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
-        timeout = &deadline;
-    }
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expected, timeout, NULL, FUTEX_BITSET_MATCH_ANY);
+    return clinux_futex_wait_operation(word, expected, deadline_ns, FUTEX_WAIT_BITSET);
 }
 
 /// Wakes every waiter of `clinux_futex_wait_shared` on `word`, in any process. Returns how many woke.

@@ -285,8 +285,14 @@
         @inlinable
         package mutating func writeDescriptorComponent(_ index: Int, _ bytes: UnsafeRawBufferPointer) {
             precondition(bytes.count == descriptorComponentSize)
+            writeInlineComponent(index, kind: descriptorKind, bytes)
+        }
+
+        /// Writes component `index`'s table entry, of kind `kind`, and its bytes inline.
+        @inlinable
+        mutating func writeInlineComponent(_ index: Int, kind: UInt8, _ bytes: UnsafeRawBufferPointer) {
             let entry = fixedHeaderSize + tableEntrySize * index
-            frame[entry] = descriptorKind
+            frame[entry] = kind
             frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
             copy(bytes)
         }
@@ -296,10 +302,7 @@
         @inlinable
         package mutating func writeSharedDataComponent(_ index: Int, _ bytes: UnsafeRawBufferPointer) {
             precondition(bytes.count == sharedComponentSize)
-            let entry = fixedHeaderSize + tableEntrySize * index
-            frame[entry] = sharedDataKind
-            frame.storeBytes(of: UInt32(bytes.count).littleEndian, toByteOffset: entry + 1, as: UInt32.self)
-            copy(bytes)
+            writeInlineComponent(index, kind: sharedDataKind, bytes)
         }
 
         /// Checks that the whole frame was written.

@@ -188,41 +188,23 @@ final class PyZMQPeerTests: XCTestCase {
         guard pythonCanImportZMQ() else {
             return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
         }
-        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
-        let start = try XCTUnwrap(document.range(of: "## Descriptors\n")?.upperBound)
-        let end = try XCTUnwrap(document[start...].range(of: "\n## ")?.lowerBound)
-        let section = String(document[start..<end])
-        let blocks = section.components(separatedBy: "```python\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        let section = try WireFormatSection("Descriptors")
+        let blocks = section.listings
         XCTAssertEqual(blocks.count, 1)
         // The hex shown: the message with the token 00 01 … 0f, and its attach packet.
-        func hex(after label: String) throws -> [UInt8] {
-            let from = try XCTUnwrap(section.range(of: label)?.upperBound, label)
-            let text = section[from...].drop { $0 != "`" }.dropFirst().prefix { $0 != "`" }
-            return text.split(whereSeparator: \.isWhitespace).compactMap { UInt8($0, radix: 16) }
-        }
         let token = Array(UInt8(0)..<16)
         let frame = WireCodec.encode(WireMessage(messageID: 42, components: [.descriptor(token: token, index: 0)]))
-        XCTAssertEqual(try hex(after: "with the token `00 01 … 0f`:"), frame[0])
-        XCTAssertEqual(try hex(after: "the attach packet:"),
+        XCTAssertEqual(try section.hex(after: "with the token `00 01 … 0f`:"), frame[0])
+        XCTAssertEqual(try section.hex(after: "the attach packet:"),
                        DescriptorPacket.encode(.attach, try XCTUnwrap(DescriptorToken(token))))
 
         let (port, reader) = try descriptorReadingPort(named: "descriptor-listing")
         defer { port.invalidate() }
         loop.add(port, to: .default)
-        let documented = "/run/user/1000/runloopkit/printer.sock"
-        XCTAssertTrue(blocks[0].contains(documented))
-        let script = blocks[0].replacingOccurrences(of: documented, with: String(port.remote.address.rawValue.dropFirst("ipc://".count)))
-        let scriptFile = FileManager.default.temporaryDirectory
-            .appendingPathComponent("wire-format-descriptors-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
-        try script.write(to: scriptFile, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: scriptFile) }
-        let listing = try SpawnedProcess([Self.python, scriptFile.path], reapedByCaller: true)
-        var listingEnd: ChildExit?
-        loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
-        defer { Self.end(listing, ended: { listingEnd != nil }) }
+        let (listing, ending) = try runListing(blocks[0], against: port)
+        defer { ending.finish(listing) }
         XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !reader.read.isEmpty }),
-                      "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
+                      "listing \(ending.exit.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
         XCTAssertEqual(reader.read, ["through a pipe"])
         XCTAssertEqual(port.statistics.messagesDropped, 0)
         XCTAssertEqual(fcntl(try XCTUnwrap(reader.descriptors.first), F_GETFD), -1, "the message closed its descriptor after the handler")
@@ -290,22 +272,13 @@ final class PyZMQPeerTests: XCTestCase {
         guard pythonCanImportZMQ() else {
             return XCTFail("\(Self.python) cannot import zmq: run `sh scripts/install-dependencies.sh` (Debian's python3-zmq)")
         }
-        let document = try String(contentsOf: Self.peerScript.deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
-        let start = try XCTUnwrap(document.range(of: "## Shared memory\n")?.upperBound)
-        let end = try XCTUnwrap(document[start...].range(of: "\n## ")?.lowerBound)
-        let section = String(document[start..<end])
-        let blocks = section.components(separatedBy: "```python\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        let section = try WireFormatSection("Shared memory")
+        let blocks = section.listings
         XCTAssertEqual(blocks.count, 1)
-        func hex(after label: String) throws -> [UInt8] {
-            let from = try XCTUnwrap(section.range(of: label)?.upperBound, label)
-            let text = section[from...].drop { $0 != "`" }.dropFirst().prefix { $0 != "`" }
-            return text.split(whereSeparator: \.isWhitespace).compactMap { UInt8($0, radix: 16) }
-        }
         let token = Array(UInt8(0)..<16)
         let frame = WireCodec.encode(WireMessage(messageID: 7, components: [.sharedData(token: token, start: 0, length: 1 << 20)]))
-        XCTAssertEqual(try hex(after: "with the token `00 01 … 0f`:"), frame[0])
-        XCTAssertEqual(try hex(after: "no descriptors:\n  "),
+        XCTAssertEqual(try section.hex(after: "with the token `00 01 … 0f`:"), frame[0])
+        XCTAssertEqual(try section.hex(after: "no descriptors:\n  "),
                        Array(DescriptorPacket.welcome.prefix(8)))
 
         var checked: [Bool] = []
@@ -317,19 +290,10 @@ final class PyZMQPeerTests: XCTestCase {
         }
         defer { port.invalidate() }
         loop.add(port, to: .default)
-        let documented = "/run/user/1000/runloopkit/printer.sock"
-        XCTAssertTrue(blocks[0].contains(documented))
-        let script = blocks[0].replacingOccurrences(of: documented, with: String(port.remote.address.rawValue.dropFirst("ipc://".count)))
-        let scriptFile = FileManager.default.temporaryDirectory
-            .appendingPathComponent("wire-format-ring-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
-        try script.write(to: scriptFile, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: scriptFile) }
-        let listing = try SpawnedProcess([Self.python, scriptFile.path], reapedByCaller: true)
-        var listingEnd: ChildExit?
-        loop.add(try ChildProcessSource(pid: listing.pid) { listingEnd = $0 }, to: .default)
-        defer { Self.end(listing, ended: { listingEnd != nil }) }
+        let (listing, ending) = try runListing(blocks[0], against: port)
+        defer { ending.finish(listing) }
         XCTAssertTrue(runCurrentLoop(safetyNet: .seconds(30), until: { !checked.isEmpty }),
-                      "listing \(listingEnd.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
+                      "listing \(ending.exit.map { "\($0)" } ?? "running"); \(listing.stdout) \(listing.stderr)")
         XCTAssertEqual(checked, [true], "the handler read the listing's 1 MiB where it lies")
         XCTAssertEqual(port.statistics.messagesDropped, 0)
         XCTAssertEqual(port.descriptorReceiver?.counters.ringsMapped, 1)
@@ -372,6 +336,58 @@ final class PyZMQPeerTests: XCTestCase {
 
     /// Debian's Python, which `scripts/install-dependencies.sh` gives pyzmq (`python3-zmq`);
     /// not whatever `python3` comes first on the PATH.
+    /// A section of `docs/wire-format.md` (from its `## heading` to the next): its text and
+    /// its Python listings.
+    private struct WireFormatSection {
+        let text: String
+        let listings: [String]
+
+        init(_ heading: String) throws {
+            let document = try String(contentsOf: PyZMQPeerTests.peerScript.deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("docs/wire-format.md"), encoding: .utf8)
+            let start = try XCTUnwrap(document.range(of: "## \(heading)\n")?.upperBound, heading)
+            let end = try XCTUnwrap(document[start...].range(of: "\n## ")?.lowerBound)
+            text = String(document[start..<end])
+            listings = text.components(separatedBy: "```python\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        }
+
+        /// The bytes of the first `…` span after `label`, written as hex.
+        func hex(after label: String) throws -> [UInt8] {
+            let from = try XCTUnwrap(text.range(of: label)?.upperBound, label)
+            let span = text[from...].drop { $0 != "`" }.dropFirst().prefix { $0 != "`" }
+            return span.split(whereSeparator: \.isWhitespace).compactMap { UInt8($0, radix: 16) }
+        }
+    }
+
+    /// When a listing's process ended (its `ChildProcessSource` on this thread's loop).
+    private final class ListingEnd {
+        var exit: ChildExit?
+        let file: URL
+
+        init(file: URL) { self.file = file }
+
+        /// Ends the listing if it still runs, and removes its file.
+        func finish(_ listing: SpawnedProcess) {
+            PyZMQPeerTests.end(listing, ended: { self.exit != nil })
+            try? FileManager.default.removeItem(at: file)
+        }
+    }
+
+    /// Runs `listing` with the document's socket path replaced by `port`'s, its end watched
+    /// by this thread's loop in the default mode.
+    private func runListing(_ listing: String, against port: LocalPort) throws -> (SpawnedProcess, ListingEnd) {
+        let documented = "/run/user/1000/runloopkit/printer.sock"
+        XCTAssertTrue(listing.contains(documented))
+        let script = listing.replacingOccurrences(of: documented, with: String(port.remote.address.rawValue.dropFirst("ipc://".count)))
+        let file = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wire-format-listing-\(getpid())-\(UInt32.random(in: .min ... .max)).py")
+        try script.write(to: file, atomically: true, encoding: .utf8)
+        let ending = ListingEnd(file: file)
+        let process = try SpawnedProcess([Self.python, file.path], reapedByCaller: true)
+        loop.add(try ChildProcessSource(pid: process.pid) { ending.exit = $0 }, to: .default)
+        return (process, ending)
+    }
+
     private static let python = "/usr/bin/python3"
 
     /// Whether Debian's Python is there and has pyzmq.
