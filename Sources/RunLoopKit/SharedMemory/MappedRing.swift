@@ -27,7 +27,7 @@ final class MappedRing {
     let capacity: Int
     /// The whole file, read-only: the data starts at `SharedRingLayout.headerSize`.
     private let data: UnsafeRawBufferPointer
-    /// The header page, readable and writable, for `tail` and `waiting`.
+    /// The header page, readable and writable, for `tail` and `waitingFor`.
     private let headerPage: UnsafeMutableRawBufferPointer
     private let header: SharedRingHeader
     /// The highest position given back: the tail, as this side knows it.
