@@ -146,7 +146,11 @@ package enum Kernel {
         defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {
-            names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+            // The name read where it lies, up to its NUL: an entry is only as long as its
+            // name (`d_reclen`), so copying the whole 256-byte `d_name` field reads past the
+            // last entry of readdir's buffer (AddressSanitizer caught it in a large directory).
+            let name = UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+            names.append(String(cString: name.assumingMemoryBound(to: CChar.self)))
         }
         return names
     }

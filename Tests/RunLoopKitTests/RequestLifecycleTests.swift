@@ -94,6 +94,7 @@ final class RequestLifecycleTests: XCTestCase {
         addTeardownBlock {
             unlink("\(directory)/\(name).sock")
             unlink("\(directory)/\(name).lock")
+            unlink("\(directory)/\(name).fds")
         }
         return try Server(["--name", name, "--runtime-dir", directory] + arguments)
     }

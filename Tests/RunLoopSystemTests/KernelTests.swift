@@ -49,6 +49,22 @@ final class KernelTests: XCTestCase {
         XCTAssertEqual(try Kernel.status(path).st_mode & 0o777, 0o400)
     }
 
+    func testADirectoryOfThousandsOfEntriesOfEveryNameLengthListsEachNameWhole() throws {
+        // Entries as long as their names, many of readdir's buffers: the last entry of each
+        // ends where the buffer does, and a listing that copied each entry's whole 256-byte
+        // name field read past it (AddressSanitizer: a heap overflow).
+        let directory = try scratchDirectory()
+        var made: Set<String> = [".", ".."]
+        for index in 0..<3000 {
+            let name = "e\(index)-" + String(repeating: "n", count: index % 200)
+            Kernel.close(try Kernel.open("\(directory)/\(name)", O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o600))
+            made.insert(name)
+        }
+        let listed = try Kernel.directoryEntries(directory)
+        XCTAssertEqual(listed.count, made.count)
+        XCTAssertEqual(Set(listed), made)
+    }
+
     func testAnExclusiveLockHeldThroughOneOpenFileIsSeenAndRefusedThroughAnother() throws {
         let directory = try scratchDirectory()
         let path = "\(directory)/lock"

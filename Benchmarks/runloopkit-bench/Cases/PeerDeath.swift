@@ -54,11 +54,13 @@ enum PeerDeathCase {
         }
     }
 
-    /// Removes what a killed owner leaves in the runtime directory (its socket and lock files).
+    /// Removes what a killed owner leaves in the runtime directory (its socket, lock and
+    /// descriptor side channel files).
     static func removeFiles(of port: RemotePort) {
         let socket = String(port.address.rawValue.dropFirst("ipc://".count))
         unlink(socket)
         unlink(String(socket.dropLast(".sock".count)) + ".lock")
+        unlink(String(socket.dropLast(".sock".count)) + ".fds")
     }
 
     private static let serial = Atomic<Int>(0)

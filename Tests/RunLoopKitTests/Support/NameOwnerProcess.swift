@@ -26,6 +26,7 @@ extension XCTestCase {
         addTeardownBlock {
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).sock")
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).lock")
+            try? FileManager.default.removeItem(atPath: "\(directory)/\(name).fds")
         }
     }
 }
