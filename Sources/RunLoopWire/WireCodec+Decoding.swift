@@ -131,8 +131,6 @@ extension WireCodec {
         @inlinable package var isDescriptor: Bool { kind == descriptorKind }
         /// A data component whose bytes are in shared memory: `bytes` is its note.
         @inlinable package var isShared: Bool { kind == sharedDataKind }
-        /// Data whose bytes are `bytes`: inline or in a frame of their own.
-        @inlinable package var isData: Bool { kind == dataKind || kind == ownFrameDataKind }
 
         /// A shared data component's note: the ring's token (its first 16 bytes), where the
         /// bytes start in the ring and how many there are.

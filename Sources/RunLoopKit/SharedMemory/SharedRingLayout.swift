@@ -55,11 +55,6 @@ struct SharedNote: Equatable {
         (self.token, self.start, self.length) = (token, start, length)
     }
 
-    /// Its 32 bytes.
-    var bytes: [UInt8] {
-        token.bytes + withUnsafeBytes(of: start.littleEndian, Array.init) + withUnsafeBytes(of: length.littleEndian, Array.init)
-    }
-
     /// Writes its 32 bytes at the start of `buffer`, with no allocation.
     func write(into buffer: UnsafeMutableRawBufferPointer) {
         precondition(buffer.count >= WireCodec.sharedComponentSize)
