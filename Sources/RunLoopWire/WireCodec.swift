@@ -63,6 +63,28 @@
     /// receive path takes it back from there.
     @inlinable package static var statisticsQueryKind: UInt8 { 6 }
 
+    /// The size of `writeSoleFrameHeader`'s message frame.
+    package static var soleFrameHeaderSize: Int { fixedHeaderSize + tableEntrySize }
+
+    /// Writes at the start of `buffer` (at least `soleFrameHeaderSize` bytes) the message
+    /// frame of a plain message of id `id` whose one component is data in a frame of its
+    /// own of `frameLength` bytes (no reply port), and returns it: what a queued shared
+    /// note stands for (`docs/wire-format.md`, "Shared memory").
+    package static func writeSoleFrameHeader(into buffer: UnsafeMutableRawBufferPointer, id: Int32,
+                                             frameLength: Int) -> UnsafeRawBufferPointer {
+        precondition(buffer.count >= soleFrameHeaderSize && frameLength <= Int(UInt32.max))
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        buffer[0] = magic.0
+        buffer[1] = magic.1
+        buffer[2] = magic.2
+        buffer[3] = version
+        buffer.storeBytes(of: UInt16(1).littleEndian, toByteOffset: 6, as: UInt16.self)
+        buffer.storeBytes(of: UInt32(bitPattern: id).littleEndian, toByteOffset: 8, as: UInt32.self)
+        buffer[fixedHeaderSize] = ownFrameDataKind
+        buffer.storeBytes(of: UInt32(frameLength).littleEndian, toByteOffset: fixedHeaderSize + 1, as: UInt32.self)
+        return UnsafeRawBufferPointer(rebasing: buffer[0..<soleFrameHeaderSize])
+    }
+
     /// The one frame of a statistics query: the 22-byte header of kind 6.
     package static func statisticsQuery(messageID: Int32 = 0, correlationID: UInt64) -> [UInt8] {
         var frame = [UInt8](repeating: 0, count: fixedHeaderSize)

@@ -64,6 +64,14 @@ package enum DescriptorPacket {
     /// port takes it from a sender for a malformed packet.
     package static let welcome: [UInt8] = [0x52, 0x4C, 0x4B, 0x44, version, 2, 0, 0] + [UInt8](repeating: 0, count: 16)
 
+    /// The packet a port sends once it mapped a sender's ring: operation `03`, the ring's
+    /// token, and one descriptor, one end of a unix `SOCK_SEQPACKET` pair whose other end is
+    /// in the port's poll set: the sender sends a byte there when the port asks for it (`armed`) after
+    /// queueing a note in the ring (`QueuedNote`). Not an `Operation`, as `welcome`.
+    package static func doorbell(_ token: DescriptorToken) -> [UInt8] {
+        [0x52, 0x4C, 0x4B, 0x44, version, 3, 0, 0] + token.bytes
+    }
+
     /// The packet's bytes.
     package static func encode(_ operation: Operation, _ token: DescriptorToken) -> [UInt8] {
         [0x52, 0x4C, 0x4B, 0x44, version, operation.rawValue, 0, 0] + token.bytes

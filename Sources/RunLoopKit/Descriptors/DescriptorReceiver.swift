@@ -60,11 +60,17 @@ package final class DescriptorReceiver {
         package var expired = 0
         /// Shared rings mapped (`ring(_:from:)`).
         package var ringsMapped = 0
-        /// Shared data components found in a mapped ring (each note a message named).
+        /// Shared data components found in a mapped ring (each note a message named), by a
+        /// note over ZeroMQ or a queued one.
         package var sharedComponents = 0
         /// Shared rings refused: not sealed, not a ring's layout, a second one from one
         /// connection, or over `maxRings`.
         package var ringsRefused = 0
+        /// Of `sharedComponents`, those whose note was queued in the ring rather than sent
+        /// over ZeroMQ (`QueuedNote`).
+        package var queuedNotes = 0
+        /// Fences read: notes of no bytes a sender sent over ZeroMQ after queued notes.
+        package var fences = 0
     }
 
     private struct Entry {
@@ -79,6 +85,8 @@ package final class DescriptorReceiver {
 
     private struct Connection {
         let pid: pid_t
+        /// Who connected, as the kernel says (`SO_PEERCRED`).
+        let sender: MessageSenderBox
         var unclaimed = 0
         /// Its hang-up in the loop's poll set, once watched (`watch(on:)`).
         var hangUp: LoopHousekeeping?
@@ -262,7 +270,8 @@ package final class DescriptorReceiver {
                 Kernel.close(connection)
                 continue
             }
-            connections[connection] = Connection(pid: credentials.pid)
+            connections[connection] = Connection(pid: credentials.pid, sender: MessageSenderBox(
+                .process(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid)))
             watchHangUp(of: connection)
             // This port maps shared rings: a sender may give it one (best effort; a fresh
             // connection's queue is empty).
@@ -383,7 +392,8 @@ package final class DescriptorReceiver {
     func ring(_ token: DescriptorToken, from pid: pid_t) -> MappedRing? {
         switch rings.lookup(token, from: pid) {
         case .ring(let ring):
-            counters.sharedComponents += 1
+            // A note or a fence: queued notes after it, or before the message after it, are next.
+            slot?.queuedNotesMayWait = true
             return ring
         case .anotherProcess:
             counters.unknownTokens += 1
@@ -413,10 +423,98 @@ package final class DescriptorReceiver {
             return nil
         }
         counters.ringsMapped += 1
-        counters.sharedComponents += 1
-        rings.add(ring, token: token, pid: pid, connection: entry.connection, orphanedAt: entry.orphanedAt)
-        if let orphanedAt = entry.orphanedAt { armTimer(before: orphanedAt + orphanGrace) }
+        let sender = connections[entry.connection]?.sender ?? MessageSenderBox(.process(uid: uid, gid: getgid(), pid: pid))
+        rings.add(ring, token: token, sender: sender, pid: pid, connection: entry.connection, orphanedAt: entry.orphanedAt)
+        if let orphanedAt = entry.orphanedAt {
+            armTimer(before: orphanedAt + orphanGrace)
+        } else {
+            giveDoorbell(for: ring, token: token, on: entry.connection)
+        }
         return ring
+    }
+
+    /// Gives the sender of `ring` a doorbell (`DescriptorPacket.doorbell`) on its live
+    /// connection, if the receiver is watched: one end of a unix socket pair, whose other
+    /// end joins the loop's poll set. From then on the sender may queue notes in the ring
+    /// (`QueuedNote`), and rings when the port armed the ring (`MappedRing.arm()`). Best
+    /// effort: without one, every note comes over ZeroMQ.
+    private func giveDoorbell(for ring: MappedRing, token: DescriptorToken, on connection: Int32) {
+        guard let loop, loop.isOwnerThread, let (own, given) = try? Kernel.unixPacketPair() else { return }
+        defer { Kernel.close(given) } // the sender has its own once sent
+        let sent = (try? DescriptorPacket.doorbell(token).withUnsafeBytes { bytes throws(SystemCallError) in
+            try Kernel.sendWithDescriptors(connection, bytes, descriptors: [given])
+        }) ?? false
+        guard sent else { return Kernel.close(own) }
+        let watch = LoopHousekeeping(descriptor: own, watching: .readable) { [weak self, weak ring] in
+            if let ring { self?.doorbellRang(ring) }
+        }
+        loop.addHousekeeping(watch)
+        ring.queueOpen = true
+        ring.doorbell = own
+        ring.doorbellWatch = watch
+        _ = ring.arm()
+        onQueuedNotes?()
+    }
+
+    /// A sender rang its doorbell: what it sent is read (it only wakes), and the port is
+    /// told (`onQueuedNotes`), which delivers the queued notes in one of its modes.
+    /// Once the sender closed its end (it ended), the doorbell closes; what it queued is
+    /// still delivered, until the ring is unmapped.
+    private func doorbellRang(_ ring: MappedRing) {
+        let fd = ring.doorbell
+        guard fd >= 0 else { return }
+        var bytes = (UInt64(0), UInt64(0))
+        while true {
+            let read: Int
+            do {
+                read = try withUnsafeMutableBytes(of: &bytes) { buffer throws(SystemCallError) in try Kernel.read(fd, into: buffer) }
+            } catch where error.code == .interrupted {
+                continue
+            } catch where error.code == .again {
+                break
+            } catch {
+                read = 0
+            }
+            if read == 0 { // the sender's end closed (or failed): no more rings
+                closeDoorbells(of: [ring])
+                break
+            }
+        }
+        onQueuedNotes?()
+    }
+
+    /// Told when a sender may have queued a note (its doorbell rang, or it got one): the
+    /// port looks at its queues (`nextQueuedNote()`) in its next pass.
+    package var onQueuedNotes: (() -> Void)?
+
+    /// The port's slot, whose flags say when to look at the queues.
+    weak var slot: DescriptorReceiverSlot?
+
+    /// A queued note that may be delivered now, its ring and who sent it (counted
+    /// `queuedNotes`; `MappedRing.take(_:)` it as it is delivered).
+    func nextQueuedNote() -> (MappedRing, QueuedNote, MessageSenderBox)? {
+        rings.nextQueued()
+    }
+
+    /// Asks every sender with a doorbell to ring it at its next queued note: true if a
+    /// note may be delivered now.
+    func armQueues() -> Bool { rings.armAll() }
+
+    /// Counts a shared data component found in its ring, by a note over ZeroMQ or `queued`.
+    func countFence() { counters.fences += 1 }
+
+    func countSharedComponent(queued: Bool) {
+        counters.sharedComponents += 1
+        if queued { counters.queuedNotes += 1 }
+    }
+
+    /// Closes the doorbells of rings no longer mapped.
+    private func closeDoorbells(of unmapped: [MappedRing]) {
+        for ring in unmapped where ring.doorbell >= 0 {
+            close(ring.doorbell, watchedBy: ring.doorbellWatch)
+            ring.doorbell = -1
+            ring.doorbellWatch = nil
+        }
     }
 
     /// Shared rings mapped now.
@@ -432,7 +530,7 @@ package final class DescriptorReceiver {
     /// timer for the next deadline, or disarms it.
     private func closeDue() {
         let now = Deadline.now()
-        if rings.hasOrphans { rings.unmapOrphans(at: now, grace: orphanGrace) }
+        if rings.hasOrphans { closeDoorbells(of: rings.unmapOrphans(at: now, grace: orphanGrace)) }
         guard !entries.isEmpty else { return armTimer() }
         var expired: [pid_t: Int] = [:]
         for (token, entry) in entries where !(now < deadline(of: entry)) {
@@ -523,7 +621,7 @@ package final class DescriptorReceiver {
         }
         for (fd, connection) in connections { close(fd, watchedBy: connection.hangUp) }
         connections = [:]
-        rings.removeAll()
+        closeDoorbells(of: rings.removeAll())
         if timer >= 0 { close(timer, watchedBy: timerWatch) }
         timer = -1
         timerWatch = nil
@@ -542,5 +640,12 @@ package final class DescriptorReceiver {
 ///
 /// Thread safety: none; the port's owner thread's.
 final class DescriptorReceiverSlot {
-    var receiver: DescriptorReceiver?
+    var receiver: DescriptorReceiver? { didSet { receiver?.slot = self } }
+    /// Whether a sender may queue notes in a ring the port mapped (`QueuedNote`): set once
+    /// the port gave a doorbell; then the port arms the rings whenever it is drained.
+    var queuesOpen = false
+    /// Whether a queued note may be deliverable now: a doorbell rang, a note or a fence
+    /// came over ZeroMQ, or a queued note was delivered. The port then looks at the queues
+    /// before its next receive, and clears it when it found none.
+    var queuedNotesMayWait = false
 }

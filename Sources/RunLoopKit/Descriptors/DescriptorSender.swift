@@ -63,6 +63,25 @@ package final class DescriptorSender {
         return true
     }
 
+    /// The doorbell of the ring of `token`, if the port sent it (`DescriptorPacket.doorbell`)
+    /// and it is a socket: read without waiting; any other packet before it (a welcome
+    /// not read yet) is dropped, its descriptors closed.
+    package func readDoorbell(for token: DescriptorToken) -> Int32? {
+        while true {
+            var buffer = (UInt64(0), UInt64(0), UInt64(0)) // DescriptorPacket.size bytes
+            guard let packet = try? withUnsafeMutableBytes(of: &buffer, { bytes throws(SystemCallError) in
+                try Kernel.receiveWithDescriptors(socket, into: bytes)
+            }), packet.byteCount > 0 else { return nil } // none queued, or closed
+            let bytes = withUnsafeBytes(of: &buffer) { Array($0.prefix(packet.byteCount)) }
+            if bytes == DescriptorPacket.welcome { isWelcomed = true }
+            if bytes == DescriptorPacket.doorbell(token), packet.descriptors.count == 1,
+               let status = try? Kernel.status(packet.descriptors[0]), status.st_mode & S_IFMT == S_IFSOCK {
+                return packet.descriptors[0]
+            }
+            packet.descriptors.forEach(Kernel.close)
+        }
+    }
+
     /// Whether this sender was made by another process (this one is its forked child).
     /// No system call (`ProcessIdentity`): checked before every write into a shared ring.
     package var isForkedCopy: Bool { ProcessIdentity.current != owner }

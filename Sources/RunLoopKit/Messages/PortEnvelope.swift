@@ -138,8 +138,7 @@ extension PortEnvelope {
         for component in header.components {
             defer { index += 1 }
             if component.isShared {
-                guard let receiver, let pid, let (ring, note) = sharedRing(of: component, in: receiver, from: pid),
-                      let bytes = ring.bytes(of: note) else {
+                guard let receiver, let pid, let (ring, note, bytes) = sharedBytes(of: component, in: receiver, from: pid) else {
                     failed = failed ?? index
                     continue
                 }
@@ -164,13 +163,32 @@ extension PortEnvelope {
         return components
     }
 
-    /// The ring a shared data component's note names, from process `pid` (`DescriptorReceiver.ring(_:from:)`).
-    static func sharedRing(of component: WireCodec.ComponentBytes, in receiver: DescriptorReceiver,
-                           from pid: pid_t) -> (MappedRing, SharedNote)? {
+    /// The bytes a shared data component's note names, where they lie in the ring it
+    /// names from process `pid` (`DescriptorReceiver.ring(_:from:)`, `MappedRing.resolve`),
+    /// counted (`sharedComponents`); nil for a note naming nothing, or a fence.
+    static func sharedBytes(of component: WireCodec.ComponentBytes, in receiver: DescriptorReceiver,
+                            from pid: pid_t) -> (MappedRing, SharedNote, UnsafeRawBufferPointer)? {
         guard let note = SharedNote(component.sharedReference), let ring = receiver.ring(note.token, from: pid) else {
             return nil
         }
-        return (ring, note)
+        guard let bytes = ring.resolve(note) else {
+            if note.length == 0 { receiver.countFence() }
+            return nil
+        }
+        receiver.countSharedComponent(queued: false)
+        return (ring, note, bytes)
+    }
+
+    /// Whether `frames` (as a port's ROUTER received them) are a fence: a plain message
+    /// whose one component is a shared data note of no bytes (`MappedRing.resolve`), sent
+    /// by a sender before its next message over ZeroMQ once it queued notes. Not a message:
+    /// it is not delivered, nor counted as a drop.
+    static func isFence(_ frames: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Bool {
+        guard let (_, _, body) = ReturnPath.split(frames),
+              let header = try? WireCodec.checkedHeader(body, limits: .default), header.componentCount == 1,
+              case .message = header.kind else { return false }
+        let component = header.firstComponent
+        return component.isShared && component.sharedReference.length == 0
     }
 
     /// The process a message came from, as its connection proved it: this one for a

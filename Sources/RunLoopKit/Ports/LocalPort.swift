@@ -210,6 +210,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         // Its listener, its senders' hang-ups and its timer in the loop's poll set: what a
         // gone sender left closes without another message.
         descriptorSlot.receiver?.watch(on: ThreadRunLoop.current)
+        descriptorSlot.receiver?.onQueuedNotes = { [weak self] in self?.queuedNotesMayWait() }
         senderReader.readsProcess = true
         PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
         registeredName.withLock { $0 = name }

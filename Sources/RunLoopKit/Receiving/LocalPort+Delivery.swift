@@ -13,7 +13,8 @@ extension LocalPort: PortBasedSource, WireReceiver {
         guard events.contains(.pollIn) else {
             // Everything queued was read: no request of a gone in-process requester is left.
             if !goneInProcessRequesters.isEmpty { goneInProcessRequesters.removeAll() }
-            return false
+            // Drained, as far as ZeroMQ goes: the senders ring their doorbells for their next queued notes.
+            return descriptorSlot.queuesOpen && armQueues()
         }
         return true
     }
@@ -39,6 +40,8 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// mailbox before finding nothing (see `ZMQSocket.receive(dontWait:maxFrames:_:)`).
     package func handleOneMessage() -> PortDelivery {
         guard socket.isOpen else { return .empty }
+        // Queued notes first: each comes before whatever its sender sent over ZeroMQ next (a fence).
+        if descriptorSlot.queuedNotesMayWait, let delivery = deliverQueuedNote() { return delivery }
         let delivery: PortDelivery
         if let borrowingHandler {
             delivery = deliverInPlace(from: socket, to: borrowingHandler)
@@ -57,6 +60,8 @@ extension LocalPort: PortBasedSource, WireReceiver {
             if outstandingRequests.count > 0 { cancelRequestsOfGoneClients() }
             // Everything queued was read: no request of a gone in-process requester is left.
             if !goneInProcessRequesters.isEmpty { goneInProcessRequesters.removeAll() }
+            // Drained: the senders ring their doorbells for their next queued notes.
+            if descriptorSlot.queuesOpen, armQueues(), let queued = deliverQueuedNote() { return queued }
         }
         return delivery
     }
@@ -76,7 +81,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
 
     package func detachedFromLoop() {}
 
-    private func deliver(_ envelope: consuming PortEnvelope) {
+    func deliver(_ envelope: consuming PortEnvelope) {
         switch envelope.kind {
         case .message:
             if let handler = returningHandler {
@@ -180,7 +185,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// What one borrowed delivery came to, as its receive returns it: a trivial enum, so
     /// that nothing of it is copied or destroyed through value witnesses per message (a
     /// request's answer waits in `borrowedAnswer` instead).
-    private enum BorrowedOutcome {
+    enum BorrowedOutcome {
         case handled
         /// A request was handled; its answer is in `borrowedAnswer`.
         case answered
@@ -229,7 +234,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
     /// Lends `view` to `handler`; a request's outcome is kept for its answer, sent once the
     /// frames were given back (`borrowedAnswer`).
     @inline(__always)
-    private func handle(_ view: borrowing LoopMessageView, correlationID: UInt64, routingID: UnsafeRawBufferPointer,
+    func handle(_ view: borrowing LoopMessageView, correlationID: UInt64, routingID: UnsafeRawBufferPointer,
                         hasDelimiter: Bool, by handler: BorrowingHandler) -> BorrowedOutcome {
         guard view.isRequest else {
             do {
@@ -275,8 +280,7 @@ extension LocalPort: PortBasedSource, WireReceiver {
         var ends: [UInt64] = []
         defer { for (ring, end) in zip(rings, ends) { ring.giveBack(through: end) } }
         let outcome = try WireCodec.withSharedDataResolved(header, { component in
-            guard let (ring, note) = PortEnvelope.sharedRing(of: component, in: receiver, from: pid),
-                  let bytes = ring.bytes(of: note) else { return nil }
+            guard let (ring, note, bytes) = PortEnvelope.sharedBytes(of: component, in: receiver, from: pid) else { return nil }
             if let index = rings.firstIndex(where: { $0 === ring }) {
                 ends[index] = max(ends[index], note.start &+ note.length)
             } else {

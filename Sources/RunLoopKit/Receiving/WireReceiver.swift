@@ -68,6 +68,11 @@ extension WireReceiver {
                 socket.releaseReceived()
                 return answer(query)
             }
+            // A fence (a note of no bytes, `MappedRing.resolve`) did its work as it was read.
+            if case .descriptorsNotFound = error, PortEnvelope.isFence(frames) {
+                socket.releaseReceived()
+                return .dropped
+            }
             socket.releaseReceived()
             drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
             return .dropped

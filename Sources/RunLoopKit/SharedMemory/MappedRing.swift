@@ -1,4 +1,5 @@
 import Glibc
+import RunLoopCore
 import RunLoopSystem
 
 /// The receiving side of a shared ring (`SharedRingLayout`): a port maps the ring a sender
@@ -32,6 +33,23 @@ final class MappedRing {
     private let header: SharedRingHeader
     /// The highest position given back: the tail, as this side knows it.
     private var givenBack: UInt64 = 0
+    /// The port's end of the doorbell it gave the sender (`DescriptorPacket.doorbell`) and
+    /// its watch in the loop's poll set, or -1: then the sender queues no notes.
+    var doorbell: Int32 = -1
+    var doorbellWatch: LoopHousekeeping?
+    /// Whether the port reads the ring's queue: since it gave the sender a doorbell, and
+    /// after that closed (what was queued is still delivered).
+    var queueOpen = false
+    /// Where the last component delivered from this ring started (by a note over ZeroMQ or
+    /// a queued one): a queued note is next if it comes after it (`QueuedNote.after`).
+    private var lastDelivered: UInt64?
+    /// The last start a fence named: queued notes up to it are delivered whatever came
+    /// before them (what they come after was lost, or dropped).
+    private var fenceThrough: UInt64?
+    /// Queued notes taken (`consumed`, as this side knows it).
+    private var consumed: UInt64 = 0
+    /// The queue said what no sender would (more notes than it holds): not read again.
+    private(set) var queueBroken = false
 
     /// Maps the ring in `fd` (which stays the caller's), or refuses it.
     init(checking fd: Int32) throws(Refusal) {
@@ -66,6 +84,7 @@ final class MappedRing {
         }
         (self.headerPage, self.header, self.capacity) = (headerPage, header, Int(capacity))
         givenBack = header.tail.load(ordering: .acquiring)
+        consumed = header.consumed.load(ordering: .acquiring)
     }
 
     deinit {
@@ -76,11 +95,66 @@ final class MappedRing {
     /// The bytes `note` names, where they lie; nil for bytes outside the ring (a note no
     /// sender of this ring would write), or none.
     func bytes(of note: SharedNote) -> UnsafeRawBufferPointer? {
-        guard note.length > 0, note.length <= UInt64(capacity) else { return nil }
-        let offset = Int(note.start % UInt64(capacity))
-        guard offset + Int(note.length) <= capacity else { return nil }
+        bytes(at: note.start, count: note.length)
+    }
+
+    /// The `count` bytes at position `start`, where they lie; nil outside the ring, or none.
+    func bytes(at start: UInt64, count: UInt64) -> UnsafeRawBufferPointer? {
+        guard count > 0, count <= UInt64(capacity) else { return nil }
+        let offset = Int(start % UInt64(capacity))
+        guard offset + Int(count) <= capacity else { return nil }
         return UnsafeRawBufferPointer(rebasing: data[SharedRingLayout.headerSize + offset
-                                                    ..< SharedRingLayout.headerSize + offset + Int(note.length)])
+                                                    ..< SharedRingLayout.headerSize + offset + Int(count)])
+    }
+
+    /// The bytes of a note that came over ZeroMQ, as `bytes(of:)`: queued notes after it
+    /// may follow it now. A note of no bytes is a **fence** (the sender queued notes up to
+    /// its start and sends a message over ZeroMQ next): those notes are delivered before
+    /// anything else (`nextQueued()`), and nil is returned (the fence is no message).
+    func resolve(_ note: SharedNote) -> UnsafeRawBufferPointer? {
+        guard note.length > 0 else {
+            fenceThrough = max(fenceThrough ?? 0, note.start)
+            return nil
+        }
+        guard let bytes = bytes(of: note) else { return nil }
+        lastDelivered = note.start
+        return bytes
+    }
+
+    /// The next queued note, if there is one and it may be delivered now: it comes after
+    /// the last component delivered, or a fence named it. Read once, where the sender
+    /// wrote it; `take(_:)` once delivered.
+    func nextQueued() -> QueuedNote? {
+        guard queueOpen, !queueBroken else { return nil }
+        return nextQueued(published: header.published.load(ordering: .acquiring))
+    }
+
+    private func nextQueued(published: UInt64) -> QueuedNote? {
+        guard published != consumed else { return nil }
+        guard published > consumed, published - consumed <= UInt64(SharedRingLayout.queueSlots) else {
+            queueBroken = true
+            return nil
+        }
+        let note = QueuedNote(reading: header.queueEntry(consumed))
+        guard note.after == lastDelivered || fenceThrough.map({ note.start <= $0 }) == true else { return nil }
+        return note
+    }
+
+    /// `note` (from `nextQueued()`) is being delivered: the next one may follow it, and
+    /// its entry may be written again.
+    func take(_ note: QueuedNote) {
+        consumed += 1
+        header.consumed.store(consumed, ordering: .releasing)
+        lastDelivered = note.start
+    }
+
+    /// Asks the sender to ring the doorbell at its next queued note, then looks again:
+    /// true if a note may be delivered now (one queued meanwhile, or waiting already).
+    func arm() -> Bool {
+        guard doorbell >= 0, !queueBroken else { return false }
+        // Armed already (the sender has not rung since): what it queues after will ring.
+        if header.armed.load(ordering: .relaxed) == 0 { header.armed.store(1, ordering: .sequentiallyConsistent) }
+        return nextQueued(published: header.published.load(ordering: .sequentiallyConsistent)) != nil
     }
 
     /// Gives back every position below `end` (a note's start plus its length): the sender

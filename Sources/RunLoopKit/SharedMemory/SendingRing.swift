@@ -23,6 +23,20 @@ final class SendingRing {
     private var head: UInt64 = 0
     /// When its sender last checked the port's side channel (`SharedRingState.portCheckInterval`).
     var portCheckedAt = Deadline.now()
+    /// The port's doorbell (`DescriptorPacket.doorbell`), a unix socket written without
+    /// waiting, once the port gave it: notes may be queued from then on. -1 until then.
+    private(set) var doorbell: Int32 = -1
+    /// Reads of the side channel for the doorbell so far (`pickUpDoorbell`).
+    private var doorbellReads = 0
+    /// Where the last component sent in the ring started, while nothing else was sent on
+    /// its connection after it: the next may be queued after it (`QueuedNote.after`).
+    var lastStart: UInt64?
+    /// Where the last note queued since the last message sent over ZeroMQ on its
+    /// connection started, if one was: the next message there must follow a fence
+    /// (`ThreadPortState.fenceQueuedNotes`), or the port could deliver it before them.
+    var queuedThrough: UInt64?
+    /// Notes queued so far (`published`).
+    private var published: UInt64 = 0
 
     /// Makes a ring of `capacity` bytes of data (a multiple of 4096): a memory file sealed
     /// against shrinking, growing and further seals, mapped, its header written.
@@ -48,6 +62,7 @@ final class SendingRing {
 
     deinit {
         if descriptor >= 0 { Kernel.close(descriptor) }
+        if doorbell >= 0 { Kernel.close(doorbell) }
         try? Kernel.unmap(UnsafeRawBufferPointer(mapping))
     }
 
@@ -56,6 +71,36 @@ final class SendingRing {
         guard descriptor >= 0 else { return }
         Kernel.close(descriptor)
         descriptor = -1
+    }
+
+    /// Reads the port's doorbell off `channel` if it came (the port sends it once it mapped
+    /// the ring): at each send until it came, the first 64 times, then at the port checks
+    /// (`force`) only, so that a port that gives none costs a read per 100 ms.
+    func pickUpDoorbell(from channel: DescriptorSender, force: Bool = false) {
+        guard doorbell < 0, force || doorbellReads < 64 else { return }
+        doorbellReads += 1
+        if let fd = channel.readDoorbell(for: token) { doorbell = fd }
+    }
+
+    /// Queues the note of `length` bytes at `start` (written, not committed yet), message
+    /// `id`, to be delivered after the component at `after`; rings the doorbell if the
+    /// port asked for it (`armed`). False when the queue is full or there is no doorbell:
+    /// send the note over ZeroMQ.
+    func enqueue(id: Int32, start: UInt64, length: Int, after: UInt64) -> Bool {
+        guard doorbell >= 0 else { return false }
+        let consumed = header.consumed.load(ordering: .acquiring)
+        guard consumed <= published, published - consumed < UInt64(SharedRingLayout.queueSlots) else { return false }
+        QueuedNote(after: after, start: start, length: UInt64(length), id: id).write(to: header.queueEntry(published))
+        published += 1
+        header.published.store(published, ordering: .sequentiallyConsistent)
+        if header.armed.load(ordering: .sequentiallyConsistent) != 0,
+           header.armed.exchange(0, ordering: .sequentiallyConsistent) != 0 {
+            var byte: UInt8 = 1 // never waits: a full doorbell has woken the port already
+            _ = try? withUnsafeBytes(of: &byte) { bytes throws(SystemCallError) in
+                try Kernel.sendWithDescriptors(doorbell, bytes, descriptors: [])
+            }
+        }
+        return true
     }
 
     /// Where `count` bytes (1 up to `capacity`) go next.

@@ -14,6 +14,10 @@ import RunLoopWire
 /// | 8      | 8    | capacity | sender     | the data's size: a multiple of 4096, at most `maxCapacity` |
 /// | 64     | 8    | tail     | receiver   | every position below it is free to write again |
 /// | 128    | 8    | waitingFor | sender   | 0, or the tail the sender waits for (the receiver wakes the futex on `tail`'s low half once the tail reaches it) |
+/// | 192    | 8    | published | sender    | how many notes the sender queued (`QueuedNote`) |
+/// | 256    | 8    | consumed | receiver   | how many queued notes the receiver took |
+/// | 320    | 4    | armed    | receiver   | 1: ring the doorbell for the next queued note |
+/// | 512    | 56 × 64 | queue | sender     | the queued notes, the n-th (from 0) at `512 + 64 × (n % 56)` |
 package enum SharedRingLayout {
     /// The header page's size: the data starts there.
     package static let headerSize = 4096
@@ -22,6 +26,13 @@ package enum SharedRingLayout {
     package static let capacityOffset = 8
     package static let tailOffset = 64
     package static let waitingForOffset = 128
+    package static let publishedOffset = 192
+    package static let consumedOffset = 256
+    package static let armedOffset = 320
+    package static let queueOffset = 512
+    package static let queueEntrySize = 64
+    /// The notes a queue holds: what fits in the header page after `queueOffset`.
+    package static let queueSlots = 56
     /// The data size of a ring RunLoopKit makes: two components of the largest size that
     /// travels in one (`largestComponent`, an image of 3840 × 2160 × 4 bytes) in flight at once.
     package static let defaultCapacity = 64 << 20
@@ -86,6 +97,28 @@ struct SharedRingHeader {
         UnsafeMutablePointer(OpaquePointer(base + SharedRingLayout.tailOffset))
     }
 
+    /// How many notes the sender queued: it writes a note's entry, then this.
+    var published: UnsafeAtomic<UInt64> {
+        UnsafeAtomic(at: (base + SharedRingLayout.publishedOffset).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
+    }
+
+    /// How many queued notes the receiver took: their entries may be written again.
+    var consumed: UnsafeAtomic<UInt64> {
+        UnsafeAtomic(at: (base + SharedRingLayout.consumedOffset).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
+    }
+
+    /// 1 while the receiver wants the doorbell rung for the next queued note: it set it
+    /// before reading `published` once more, the sender takes it (0) after writing
+    /// `published` (both sequentially consistent: never both miss the other).
+    var armed: UnsafeAtomic<UInt32> {
+        UnsafeAtomic(at: (base + SharedRingLayout.armedOffset).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
+    }
+
+    /// The entry of the `index`-th queued note (from 0).
+    func queueEntry(_ index: UInt64) -> UnsafeMutableRawPointer {
+        base + SharedRingLayout.queueOffset + Int(index % UInt64(SharedRingLayout.queueSlots)) * SharedRingLayout.queueEntrySize
+    }
+
     var capacity: UInt64 {
         UInt64(littleEndian: base.loadUnaligned(fromByteOffset: SharedRingLayout.capacityOffset, as: UInt64.self))
     }
@@ -93,5 +126,36 @@ struct SharedRingHeader {
     var hasMagicAndVersion: Bool {
         SharedRingLayout.magic.indices.allSatisfy { base.load(fromByteOffset: $0, as: UInt8.self) == SharedRingLayout.magic[$0] }
             && base.load(fromByteOffset: 4, as: UInt8.self) == SharedRingLayout.version
+    }
+}
+
+/// A note the sender queued in its ring's header page rather than sent over ZeroMQ
+/// (`docs/wire-format.md`, "Shared memory", the queue): a message of id `id` whose one data
+/// component is `length` bytes at `start`, to be delivered after the ring message that
+/// started at `after` (the one before it on its sender's connection); 64 bytes,
+/// little-endian: `after`, `start`, `length` (64-bit each), `id` (32-bit), 28 zero bytes.
+struct QueuedNote: Equatable {
+    let after: UInt64
+    let start: UInt64
+    let length: UInt64
+    let id: Int32
+
+    /// Reads an entry once (the sender owns the memory: a note read twice could differ).
+    init(reading entry: UnsafeRawPointer) {
+        after = UInt64(littleEndian: entry.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        start = UInt64(littleEndian: entry.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        length = UInt64(littleEndian: entry.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
+        id = Int32(littleEndian: entry.loadUnaligned(fromByteOffset: 24, as: Int32.self))
+    }
+
+    init(after: UInt64, start: UInt64, length: UInt64, id: Int32) {
+        (self.after, self.start, self.length, self.id) = (after, start, length, id)
+    }
+
+    func write(to entry: UnsafeMutableRawPointer) {
+        entry.storeBytes(of: after.littleEndian, toByteOffset: 0, as: UInt64.self)
+        entry.storeBytes(of: start.littleEndian, toByteOffset: 8, as: UInt64.self)
+        entry.storeBytes(of: length.littleEndian, toByteOffset: 16, as: UInt64.self)
+        entry.storeBytes(of: id.littleEndian, toByteOffset: 24, as: Int32.self)
     }
 }

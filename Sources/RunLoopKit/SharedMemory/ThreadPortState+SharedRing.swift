@@ -36,6 +36,7 @@ extension ThreadPortState {
                 connection.sharedRing = .untried
                 return nil
             }
+            ring.pickUpDoorbell(from: channel, force: true)
             return (ring, channel)
         case .untried:
             guard let path = SharedRingState.sideChannelPath(of: connection.target),
@@ -74,7 +75,10 @@ extension ThreadPortState {
                     to destination: RemotePort, deadline: () -> Deadline) throws(PortError) -> Bool {
         let count = message.soleDataCount
         guard count >= SharedRingLayout.gate, count <= SharedRingLayout.largestComponent,
-              let (ring, channel) = sharedRing(on: connection) else { return false }
+              let (ring, channel) = sharedRing(on: connection) else {
+            try fenceQueuedNotes(on: connection, to: destination, deadline: deadline)
+            return false
+        }
         let sent = try sendShared(id: message.soleDataID, byteCount: count, as: kind, correlationID: correlationID, in: ring,
                                   channel: channel, on: connection, to: destination, deadline: deadline) {
             message.copySoleData(into: $0)
@@ -124,6 +128,17 @@ extension ThreadPortState {
         }
         guard fill(bytes) else { return .notFilled }
         guard case .ready(_, _, let announced) = connection.sharedRing else { return .notShared }
+        if announced, kind == .message, let after = ring.lastStart {
+            // The one before it on this connection was in the ring too: queued, no ZeroMQ.
+            ring.pickUpDoorbell(from: channel)
+            if ring.enqueue(id: id, start: start, length: byteCount, after: after) {
+                ring.commit(start: start, count: byteCount)
+                ring.lastStart = start
+                ring.queuedThrough = start
+                return .sent
+            }
+        }
+        try fenceQueuedNotes(on: connection, to: destination, deadline: deadline)
         if !announced {
             do throws(DescriptorSendError) {
                 _ = try channel.attach([ring.descriptor], as: ring.token, before: deadline())
@@ -144,10 +159,31 @@ extension ThreadPortState {
             throw error
         }
         ring.commit(start: start, count: byteCount)
+        ring.lastStart = start
         if !announced {
             ring.descriptorAnnounced()
             connection.sharedRing = .ready(ring, channel: channel, announced: true)
         }
         return .sent
+    }
+
+    /// Before a message over ZeroMQ on `connection`: if notes were queued in its ring since
+    /// the last one, sends a **fence** first (a note of no bytes naming the last one
+    /// queued), so that the port delivers them before what follows; and the next large
+    /// component goes over ZeroMQ too (`SendingRing.lastStart`), so that the port delivers
+    /// it after this message.
+    func fenceQueuedNotes(on connection: PortConnection, to destination: RemotePort,
+                          deadline: () -> Deadline) throws(PortError) {
+        guard case .ready(let ring, _, _) = connection.sharedRing else { return }
+        ring.lastStart = nil
+        guard let through = ring.queuedThrough else { return }
+        ring.queuedThrough = nil // the fence goes through here too
+        do {
+            try sendFromRing(SharedNoteMessage(id: 0, note: SharedNote(token: ring.token, start: through, length: 0)),
+                             as: .message, correlationID: 0, to: destination, deadline: deadline)
+        } catch {
+            ring.queuedThrough = through
+            throw error
+        }
     }
 }
