@@ -557,12 +557,11 @@ extension SharedMemoryTests {
             return try MappedRing(checking: sender.descriptor)
         }
         XCTAssertTrue(table.admits(from: 3, orphaned: false))
-        let sender = MessageSenderBox(.process(uid: 0, gid: 0, pid: 1))
-        table.add(try mapped(), token: .random(), sender: sender, pid: 1, connection: 3, orphanedAt: nil)
+        table.add(try mapped(), token: .random(), pid: 1, connection: 3, orphanedAt: nil)
         XCTAssertFalse(table.admits(from: 3, orphaned: false), "one ring per connection")
         for connection in 4..<Int32(3 + table.maxRings) {
             XCTAssertTrue(table.admits(from: connection, orphaned: false))
-            table.add(try mapped(), token: .random(), sender: sender, pid: 1, connection: connection, orphanedAt: nil)
+            table.add(try mapped(), token: .random(), pid: 1, connection: connection, orphanedAt: nil)
         }
         XCTAssertEqual(table.count, 64)
         XCTAssertFalse(table.admits(from: 1000, orphaned: false), "at most 64 rings")

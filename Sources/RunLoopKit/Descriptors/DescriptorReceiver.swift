@@ -105,6 +105,9 @@ package final class DescriptorReceiver {
     /// The shared rings senders gave, mapped (`ring(_:from:)`), each unmapped `orphanGrace`
     /// after its connection closed.
     private var rings = SharedRingTable()
+    /// The mapped rings whose queue the port reads (given a doorbell), with their senders:
+    /// what the port looks at before a receive and arms as it drains, without the table.
+    private var queues: [(ring: MappedRing, sender: MessageSenderBox)] = []
     private let uid = getuid()
     /// The loop whose poll set watches the listener, the hang-ups and the timer; nil until `watch(on:)`.
     private weak var loop: ThreadRunLoop?
@@ -423,8 +426,7 @@ package final class DescriptorReceiver {
             return nil
         }
         counters.ringsMapped += 1
-        let sender = connections[entry.connection]?.sender ?? MessageSenderBox(.process(uid: uid, gid: getgid(), pid: pid))
-        rings.add(ring, token: token, sender: sender, pid: pid, connection: entry.connection, orphanedAt: entry.orphanedAt)
+        rings.add(ring, token: token, pid: pid, connection: entry.connection, orphanedAt: entry.orphanedAt)
         if let orphanedAt = entry.orphanedAt {
             armTimer(before: orphanedAt + orphanGrace)
         } else {
@@ -439,7 +441,8 @@ package final class DescriptorReceiver {
     /// (`QueuedNote`), and rings when the port armed the ring (`MappedRing.arm()`). Best
     /// effort: without one, every note comes over ZeroMQ.
     private func giveDoorbell(for ring: MappedRing, token: DescriptorToken, on connection: Int32) {
-        guard let loop, loop.isOwnerThread, let (own, given) = try? Kernel.unixPacketPair() else { return }
+        guard let loop, loop.isOwnerThread, let sender = connections[connection]?.sender,
+              let (own, given) = try? Kernel.unixPacketPair() else { return }
         defer { Kernel.close(given) } // the sender has its own once sent
         let sent = (try? DescriptorPacket.doorbell(token).withUnsafeBytes { bytes throws(SystemCallError) in
             try Kernel.sendWithDescriptors(connection, bytes, descriptors: [given])
@@ -450,6 +453,7 @@ package final class DescriptorReceiver {
         }
         loop.addHousekeeping(watch)
         ring.queueOpen = true
+        queues.append((ring, sender))
         ring.doorbell = own
         ring.doorbellWatch = watch
         _ = ring.arm()
@@ -493,12 +497,19 @@ package final class DescriptorReceiver {
     /// A queued note that may be delivered now, its ring and who sent it (counted
     /// `queuedNotes`; `MappedRing.take(_:)` it as it is delivered).
     func nextQueuedNote() -> (MappedRing, QueuedNote, MessageSenderBox)? {
-        rings.nextQueued()
+        for (ring, sender) in queues {
+            if let note = ring.nextQueued() { return (ring, note, sender) }
+        }
+        return nil
     }
 
     /// Asks every sender with a doorbell to ring it at its next queued note: true if a
     /// note may be delivered now.
-    func armQueues() -> Bool { rings.armAll() }
+    func armQueues() -> Bool {
+        var ready = false
+        for (ring, _) in queues where ring.arm() { ready = true }
+        return ready
+    }
 
     /// Counts a shared data component found in its ring, by a note over ZeroMQ or `queued`.
     func countFence() { counters.fences += 1 }
@@ -508,9 +519,16 @@ package final class DescriptorReceiver {
         if queued { counters.queuedNotes += 1 }
     }
 
-    /// Closes the doorbells of rings no longer mapped.
-    private func closeDoorbells(of unmapped: [MappedRing]) {
-        for ring in unmapped where ring.doorbell >= 0 {
+    /// Rings no longer mapped: their queues are not read again, their doorbells close.
+    private func forget(_ unmapped: [MappedRing]) {
+        guard !unmapped.isEmpty else { return }
+        queues.removeAll { entry in unmapped.contains { $0 === entry.ring } }
+        closeDoorbells(of: unmapped)
+    }
+
+    /// Closes the doorbells of `rings`.
+    private func closeDoorbells(of rings: [MappedRing]) {
+        for ring in rings where ring.doorbell >= 0 {
             close(ring.doorbell, watchedBy: ring.doorbellWatch)
             ring.doorbell = -1
             ring.doorbellWatch = nil
@@ -530,7 +548,7 @@ package final class DescriptorReceiver {
     /// timer for the next deadline, or disarms it.
     private func closeDue() {
         let now = Deadline.now()
-        if rings.hasOrphans { closeDoorbells(of: rings.unmapOrphans(at: now, grace: orphanGrace)) }
+        if rings.hasOrphans { forget(rings.unmapOrphans(at: now, grace: orphanGrace)) }
         guard !entries.isEmpty else { return armTimer() }
         var expired: [pid_t: Int] = [:]
         for (token, entry) in entries where !(now < deadline(of: entry)) {
@@ -621,7 +639,7 @@ package final class DescriptorReceiver {
         }
         for (fd, connection) in connections { close(fd, watchedBy: connection.hangUp) }
         connections = [:]
-        closeDoorbells(of: rings.removeAll())
+        forget(rings.removeAll())
         if timer >= 0 { close(timer, watchedBy: timerWatch) }
         timer = -1
         timerWatch = nil

@@ -82,6 +82,10 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// Whether a large data component may go in shared memory: to a named port of another
     /// process, until its ring is unavailable. What the common message's send reads of it.
     private(set) var mayShareMemory: Bool
+    /// Whether the last message sent on it was a component in its ring: any other message
+    /// first clears it, fencing the notes queued since (`ThreadPortState.fenceQueuedNotes`).
+    /// What the other messages' send reads of the ring.
+    var followsRingComponent = false
 
     /// How often a waiting send connects again to a peer that is not there.
     static let retryInterval = Duration.milliseconds(100)

@@ -125,7 +125,7 @@ final class ThreadPortState {
             case .notShared: break
             }
         }
-        if connection.mayShareMemory { try fenceQueuedNotes(on: connection, to: destination, deadline: { .after(timeout) }) }
+        if connection.followsRingComponent { try fenceQueuedNotes(on: connection, to: destination, deadline: { .after(timeout) }) }
         let socket = connection.socket
         try withUnsafeTemporaryAllocation(of: ZMQSocket.FrameSlot.self, capacity: 2) { frames throws(PortError) in
             let frames = frames.baseAddress.unsafelyUnwrapped

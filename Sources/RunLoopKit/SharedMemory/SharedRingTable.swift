@@ -13,8 +13,6 @@ struct SharedRingTable {
     private struct Entry {
         let ring: MappedRing
         let pid: pid_t
-        /// Who gave it, as its side-channel connection proved it: the sender of its queued notes.
-        let sender: MessageSenderBox
         let connection: Int32
         /// When its connection closed, or nil while it is open.
         var orphanedAt: Deadline?
@@ -47,25 +45,8 @@ struct SharedRingTable {
             && (orphaned || !entries.values.contains { $0.connection == connection && $0.orphanedAt == nil })
     }
 
-    mutating func add(_ ring: MappedRing, token: DescriptorToken, sender: MessageSenderBox, pid: pid_t, connection: Int32,
-                      orphanedAt: Deadline?) {
-        entries[token] = Entry(ring: ring, pid: pid, sender: sender, connection: connection, orphanedAt: orphanedAt)
-    }
-
-    /// A queued note that may be delivered now (`MappedRing.nextQueued()`), its ring and
-    /// its sender; nil if none.
-    func nextQueued() -> (MappedRing, QueuedNote, MessageSenderBox)? {
-        for entry in entries.values {
-            if let note = entry.ring.nextQueued() { return (entry.ring, note, entry.sender) }
-        }
-        return nil
-    }
-
-    /// Arms every ring's doorbell (`MappedRing.arm()`): true if a queued note may be delivered now.
-    func armAll() -> Bool {
-        var ready = false
-        for entry in entries.values where entry.ring.arm() { ready = true }
-        return ready
+    mutating func add(_ ring: MappedRing, token: DescriptorToken, pid: pid_t, connection: Int32, orphanedAt: Deadline?) {
+        entries[token] = Entry(ring: ring, pid: pid, connection: connection, orphanedAt: orphanedAt)
     }
 
     /// `connection` closed at `now`: its ring, if any, waits out its grace. Returns whether it had one.

@@ -76,7 +76,7 @@ extension ThreadPortState {
         let count = message.soleDataCount
         guard count >= SharedRingLayout.gate, count <= SharedRingLayout.largestComponent,
               let (ring, channel) = sharedRing(on: connection) else {
-            try fenceQueuedNotes(on: connection, to: destination, deadline: deadline)
+            if connection.followsRingComponent { try fenceQueuedNotes(on: connection, to: destination, deadline: deadline) }
             return false
         }
         let sent = try sendShared(id: message.soleDataID, byteCount: count, as: kind, correlationID: correlationID, in: ring,
@@ -135,10 +135,11 @@ extension ThreadPortState {
                 ring.commit(start: start, count: byteCount)
                 ring.lastStart = start
                 ring.queuedThrough = start
+                connection.followsRingComponent = true
                 return .sent
             }
         }
-        try fenceQueuedNotes(on: connection, to: destination, deadline: deadline)
+        if connection.followsRingComponent { try fenceQueuedNotes(on: connection, to: destination, deadline: deadline) }
         if !announced {
             do throws(DescriptorSendError) {
                 _ = try channel.attach([ring.descriptor], as: ring.token, before: deadline())
@@ -160,6 +161,7 @@ extension ThreadPortState {
         }
         ring.commit(start: start, count: byteCount)
         ring.lastStart = start
+        connection.followsRingComponent = true
         if !announced {
             ring.descriptorAnnounced()
             connection.sharedRing = .ready(ring, channel: channel, announced: true)
@@ -174,15 +176,17 @@ extension ThreadPortState {
     /// it after this message.
     func fenceQueuedNotes(on connection: PortConnection, to destination: RemotePort,
                           deadline: () -> Deadline) throws(PortError) {
+        connection.followsRingComponent = false // the fence goes through here too
         guard case .ready(let ring, _, _) = connection.sharedRing else { return }
         ring.lastStart = nil
         guard let through = ring.queuedThrough else { return }
-        ring.queuedThrough = nil // the fence goes through here too
+        ring.queuedThrough = nil
         do {
             try sendFromRing(SharedNoteMessage(id: 0, note: SharedNote(token: ring.token, start: through, length: 0)),
                              as: .message, correlationID: 0, to: destination, deadline: deadline)
         } catch {
             ring.queuedThrough = through
+            connection.followsRingComponent = true
             throw error
         }
     }
