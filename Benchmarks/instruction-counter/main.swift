@@ -191,7 +191,15 @@ func requestReply(requests: Int) throws {
 }
 
 /// `performAndWait` from a plain thread on a worker's loop, returning the closure's answer
-/// (`perform-roundtrip`).
+/// (`perform-roundtrip`), each perform made while the worker sleeps: the caller yields its
+/// CPU until the loop `isWaiting` (almost always it already is, one load), so that every
+/// round trip has one shape: the caller wakes the loop, which runs the closure, answers and
+/// sleeps again, and the caller frees the request. Back to back, a round trip took one of
+/// two shapes, by which thread callgrind ran after a futex wake: that one, or the loop still
+/// awake, the caller blocked on the answer and the loop freeing the request (about 330
+/// instructions more: a slow semaphore wait and signal, frees across threads), in
+/// proportions that moved from run to run (31 to 55 % of the performs in the first), so that
+/// rounds spread by 8 % and the median of five by 5 %.
 func perform(performs: Int) throws {
     let worker = try WorkerThread(name: "target")
     try worker.performAndWait { markThreadPerformTarget() }
@@ -199,6 +207,7 @@ func perform(performs: Int) throws {
         markThreadPerformer()
         for count in [warmUp, performs] {
             for index in 0..<count {
+                while !worker.loop.isWaiting { sched_yield() }
                 let answer = try! worker.performAndWait { index &* 2 }
                 precondition(answer == index &* 2)
             }
