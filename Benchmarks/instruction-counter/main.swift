@@ -191,20 +191,25 @@ func requestReply(requests: Int) throws {
 }
 
 /// `performAndWait` from a plain thread on a worker's loop, returning the closure's answer
-/// (`perform-roundtrip`), each perform made while the worker sleeps: the caller yields its
-/// CPU until the loop `isWaiting` (almost always it already is, one load), so that every
-/// round trip has one shape: the caller wakes the loop, which runs the closure, answers and
-/// sleeps again, and the caller frees the request. Back to back, a round trip took one of
-/// two shapes, by which thread callgrind ran after a futex wake: that one, or the loop still
-/// awake, the caller blocked on the answer and the loop freeing the request (about 330
+/// (`perform-roundtrip`), with one shape for every round trip: the caller wakes the sleeping
+/// loop, which runs the closure, answers before the caller waits and sleeps again, and the
+/// caller frees the request. Back to back, a round trip took that shape or another, by which
+/// thread the kernel (and valgrind's lock) ran first after a futex wake: the loop still
+/// awake, the caller blocked on the answer, the loop freeing the request (about 330
 /// instructions more: a slow semaphore wait and signal, frees across threads), in
-/// proportions that moved from run to run (31 to 55 % of the performs in the first), so that
-/// rounds spread by 8 % and the median of five by 5 %.
+/// proportions that moved from run to run (31 to 55 % of the performs in the first shape),
+/// so that rounds spread by 8 % and the median of five by 5 %. Two things fix the shape:
+/// - before each perform the caller yields its CPU until the loop `isWaiting` (almost
+///   always it already is: one load);
+/// - the caller runs at nice 19, so that the loop it wakes preempts it at once (on one CPU,
+///   as the checker runs it): on a loaded machine, the caller could otherwise reach its wait
+///   first, on up to 2,500 of a run's 3,500 performs.
 func perform(performs: Int) throws {
     let worker = try WorkerThread(name: "target")
     try worker.performAndWait { markThreadPerformTarget() }
     onPlainThread {
         markThreadPerformer()
+        precondition(setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) == 0) // this thread
         for count in [warmUp, performs] {
             for index in 0..<count {
                 while !worker.loop.isWaiting { sched_yield() }
