@@ -104,12 +104,19 @@ extension LoopHandOff {
                                             _ work: @escaping @Sendable () throws -> T) throws -> T {
         let target = try _nextHandOffTarget()
         if target.handOffLoop.isOwnerThread { return try work() }
-        let result = HandOffResult<T>()
+        // What `work` returned or threw: written on the loop's thread before the request is
+        // marked done, read here after it was found done (the request's semaphore orders the
+        // write before the read). A captured variable, boxed with its type known where this
+        // is specialized; a generic class holding it destroyed its `T?` field through
+        // `Optional<T>`'s metadata, looked up on every call (docs/experiments/
+        // 2026-12-07-perform-budget-shapes.md).
+        nonisolated(unsafe) var outcome: (value: T?, error: (any Error)?) = (nil, nil)
         let request = try target._enqueueHandOff(inModes: modes, tag: nil, target._tracking {
-            do { result.value = try work() } catch { result.error = error }
+            do { outcome.value = try work() } catch { outcome.error = error }
         })
         guard request.waitUntilFinished() == .done else { throw target._notRunError }
-        return try result.get()
+        if let error = outcome.error { throw error }
+        return outcome.value.unsafelyUnwrapped
     }
 
     /// Runs `work` on the target loop's thread after `delay` (counted from this call), in its
@@ -158,24 +165,6 @@ extension LoopHandOff {
         }) {
             target._notRunError
         }
-    }
-}
-
-/// What `performAndWait`'s work returned or threw. Written on the loop's thread before the
-/// request is marked done, read by the waiter after it saw the request done: both under the
-/// request's lock, which orders the write before the read.
-@usableFromInline
-final class HandOffResult<Value>: @unchecked Sendable {
-    @usableFromInline var value: Value?
-    @usableFromInline var error: (any Error)?
-
-    @usableFromInline init() {}
-
-    /// The work's result: it ran (the request is done), so one of the two is set.
-    @inlinable
-    func get() throws -> Value {
-        if let error { throw error }
-        return value.unsafelyUnwrapped
     }
 }
 
