@@ -524,8 +524,9 @@ extension SharedMemoryTests {
         XCTAssertEqual(wakeAt, 8192, "woken once half the window (the whole ring, here) is given back")
         XCTAssertFalse(ring.waitForRoom(wakeAt: wakeAt, before: .after(.milliseconds(20))), "nothing given back: the deadline")
         // Given back from another thread while the sender sleeps: it wakes long before its deadline.
+        XCTAssertNotNil(mapped.resolve(SharedNote(token: ring.token, start: 0, length: 8192)), "lent to a handler")
         let receiver = ReceivingSide(mapped)
-        let giver = TestThread { receiver.ring.giveBack(through: 8192) }
+        let giver = TestThread { receiver.ring.giveBack(endingAt: 8192) }
         let start = Deadline.now()
         XCTAssertTrue(ring.waitForRoom(wakeAt: wakeAt, before: .after(.seconds(20))))
         giver.join()
@@ -534,8 +535,29 @@ extension SharedMemoryTests {
         guard case .free(let next, _) = ring.room(for: 8 << 10) else { return XCTFail("the first half was given back") }
         XCTAssertEqual(next, 16384, "at the start of the data again: position 16384")
         // A tail past the head is no receiver's: the ring is not used again.
-        mapped.giveBack(through: 1 << 40)
+        XCTAssertNotNil(mapped.resolve(SharedNote(token: ring.token, start: (1 << 40) - 4096, length: 4096)))
+        mapped.giveBack(endingAt: 1 << 40)
         guard case .broken = ring.room(for: 4096) else { return XCTFail("a tail past the head is taken for a broken ring") }
+    }
+
+    func testARegionStillLentIsNotFreedByALaterOneGivenBackFirstAsANestedRunDoes() throws {
+        let ring = try SendingRing(capacity: 16 << 10)
+        let mapped = try MappedRing(checking: ring.descriptor)
+        for _ in 0..<2 {
+            guard case .free(let start, _) = ring.room(for: 8 << 10) else { return XCTFail("room for two halves") }
+            ring.commit(start: start, count: 8 << 10)
+        }
+        // The outer handler reads the first half; a run nested in it delivers the second and
+        // gives it back first.
+        XCTAssertNotNil(mapped.resolve(SharedNote(token: ring.token, start: 0, length: 8192)))
+        XCTAssertNotNil(mapped.resolve(SharedNote(token: ring.token, start: 8192, length: 8192)))
+        mapped.giveBack(endingAt: 16384)
+        guard case .full = ring.room(for: 8 << 10) else { return XCTFail("the first half, still read, was freed") }
+        mapped.giveBack(endingAt: 8192)
+        guard case .free(let next, _) = ring.room(for: 8 << 10) else { return XCTFail("both halves came back") }
+        XCTAssertEqual(next, 16384)
+        mapped.giveBack(endingAt: 8192) // twice: nothing more
+        guard case .free = ring.room(for: 8 << 10) else { return XCTFail("a region given back twice broke the ring") }
     }
 }
 

@@ -143,7 +143,7 @@ extension PortEnvelope {
                     continue
                 }
                 components.append(.data([UInt8](bytes)))
-                ring.giveBack(through: note.start &+ note.length)
+                ring.giveBack(endingAt: note.start &+ note.length)
                 continue
             }
             guard component.isDescriptor else {

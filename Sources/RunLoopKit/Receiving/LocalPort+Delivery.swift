@@ -276,17 +276,11 @@ extension LocalPort: PortBasedSource, WireReceiver {
         guard let receiver = descriptorSlot.receiver, let pid = PortEnvelope.process(of: sender) else {
             throw .descriptorsNotFound(component: 0)
         }
-        var rings: [MappedRing] = [] // kept until the handler returned, each given back after it
-        var ends: [UInt64] = []
-        defer { for (ring, end) in zip(rings, ends) { ring.giveBack(through: end) } }
+        var lent: [(ring: MappedRing, end: UInt64)] = [] // kept until the handler returned, each given back after it
+        defer { for (ring, end) in lent { ring.giveBack(endingAt: end) } }
         let outcome = try WireCodec.withSharedDataResolved(header, { component in
             guard let (ring, note, bytes) = PortEnvelope.sharedBytes(of: component, in: receiver, from: pid) else { return nil }
-            if let index = rings.firstIndex(where: { $0 === ring }) {
-                ends[index] = max(ends[index], note.start &+ note.length)
-            } else {
-                rings.append(ring)
-                ends.append(note.start &+ note.length)
-            }
+            lent.append((ring, note.start &+ note.length))
             return bytes
         }) { (frames) throws(WireFormatError) -> BorrowedOutcome in
             let resolved = try PortEnvelope.check(frames, limits: .default, replyAddresses: &replyAddresses)

@@ -23,13 +23,12 @@ extension LocalPort {
             descriptorSlot.queuedNotesMayWait = false
             return nil
         }
-        ring.take(note)
-        receiver.countSharedComponent(queued: true)
-        guard let bytes = ring.bytes(at: note.start, count: note.length) else {
+        guard let bytes = ring.take(note) else {
             drop(.unknownDescriptors, "a queued note names bytes outside its ring")
             return .dropped
         }
-        defer { ring.giveBack(through: note.start &+ note.length) }
+        receiver.countSharedComponent(queued: true)
+        defer { ring.giveBack(endingAt: note.start &+ note.length) }
         var header = (UInt64(0), UInt64(0), UInt64(0), UInt64(0)) // WireCodec.soleFrameHeaderSize bytes, on the stack
         return withUnsafeMutableBytes(of: &header) { header in
             let frame = WireCodec.writeSoleFrameHeader(into: header, id: note.id, frameLength: bytes.count)

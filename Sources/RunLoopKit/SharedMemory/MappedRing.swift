@@ -7,7 +7,7 @@ import RunLoopSystem
 /// port (a memory file sealed against shrinking, of the size its header says, within
 /// `maxCapacity`); the data read-only, the header page readable and writable. A note's
 /// bytes are read where they lie (`bytes(of:)`, checked against the ring's bounds), and
-/// given back once the handler is done with them (`giveBack(through:)`).
+/// given back once the handler is done with them (`giveBack(endingAt:)`).
 ///
 /// What a hostile sender can do: write the bytes while the port reads them (it owns the
 /// memory: a well-behaved one never writes what it has not got back), or name bytes of
@@ -33,6 +33,11 @@ final class MappedRing {
     private let header: SharedRingHeader
     /// The highest position given back: the tail, as this side knows it.
     private var givenBack: UInt64 = 0
+    /// The regions lent to handlers (`resolve`, `take`), by their end, in the order lent,
+    /// and whether each came back: the tail passes a region only once it and every region
+    /// lent before it came back, so that a handler's nested run, which reads and gives
+    /// back later regions first, never frees one still being read.
+    private var lent: [(end: UInt64, back: Bool)] = []
     /// The port's end of the doorbell it gave the sender (`DescriptorPacket.doorbell`) and
     /// its watch in the loop's poll set, or -1: then the sender queues no notes.
     var doorbell: Int32 = -1
@@ -107,8 +112,8 @@ final class MappedRing {
                                                     ..< SharedRingLayout.headerSize + offset + Int(count)])
     }
 
-    /// The bytes of a note that came over ZeroMQ, as `bytes(of:)`: queued notes after it
-    /// may follow it now. A note of no bytes is a **fence** (the sender queued notes up to
+    /// The bytes of a note that came over ZeroMQ, as `bytes(of:)`, lent until
+    /// `giveBack(endingAt:)`: queued notes after it may follow it now. A note of no bytes is a **fence** (the sender queued notes up to
     /// its start and sends a message over ZeroMQ next): those notes are delivered before
     /// anything else (`nextQueued()`), and nil is returned (the fence is no message).
     func resolve(_ note: SharedNote) -> UnsafeRawBufferPointer? {
@@ -118,6 +123,7 @@ final class MappedRing {
         }
         guard let bytes = bytes(of: note) else { return nil }
         lastDelivered = note.start
+        lent.append((note.start &+ note.length, false))
         return bytes
     }
 
@@ -140,12 +146,16 @@ final class MappedRing {
         return note
     }
 
-    /// `note` (from `nextQueued()`) is being delivered: the next one may follow it, and
-    /// its entry may be written again.
-    func take(_ note: QueuedNote) {
+    /// Takes `note` (from `nextQueued()`) off the queue: the next one may follow it, and
+    /// its entry may be written again. Returns its bytes, lent until `giveBack(endingAt:)`;
+    /// nil for bytes outside the ring (nothing lent).
+    func take(_ note: QueuedNote) -> UnsafeRawBufferPointer? {
         consumed += 1
         header.consumed.store(consumed, ordering: .releasing)
         lastDelivered = note.start
+        guard let bytes = bytes(at: note.start, count: note.length) else { return nil }
+        lent.append((note.start &+ note.length, false))
+        return bytes
     }
 
     /// Asks the sender to ring the doorbell at its next queued note, then looks again:
@@ -157,11 +167,19 @@ final class MappedRing {
         return nextQueued(published: header.published.load(ordering: .sequentiallyConsistent)) != nil
     }
 
-    /// Gives back every position below `end` (a note's start plus its length): the sender
-    /// may write there again. Notes are read in their order, so the tail only moves
-    /// forward; the sender is woken once the tail reached what it waits for (`waitingFor`,
-    /// which it alone clears).
-    func giveBack(through end: UInt64) {
+    /// Gives back the region lent that ends at `end` (a note's start plus its length);
+    /// once every region lent before it came back too, the tail moves past them all, and
+    /// the sender may write there again. Regions are lent in the notes' order, so the
+    /// tail only moves forward; the sender is woken once the tail reached what it waits
+    /// for (`waitingFor`, which it alone clears).
+    func giveBack(endingAt end: UInt64) {
+        guard let index = lent.firstIndex(where: { $0.end == end && !$0.back }) else { return }
+        lent[index].back = true
+        var end = givenBack
+        while let first = lent.first, first.back {
+            end = first.end
+            lent.removeFirst()
+        }
         guard end > givenBack else { return }
         givenBack = end
         header.tail.store(end, ordering: .sequentiallyConsistent)
