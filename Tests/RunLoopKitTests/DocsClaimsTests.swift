@@ -50,8 +50,8 @@ final class DocsClaimsTests: XCTestCase {
             guard let text = try? String(contentsOf: file, encoding: .utf8) else { continue }
             var suite: String?
             for line in text.split(separator: "\n") {
-                if let range = line.range(of: #"class (\w+Tests)\b"#, options: .regularExpression) {
-                    suite = String(line[range].dropFirst("class ".count))
+                if let range = line.range(of: #"\b(class|extension) \w+Tests\b"#, options: .regularExpression) {
+                    suite = String(line[range].split(separator: " ").last!)
                     suites[suite!, default: []] = suites[suite!, default: []]
                 } else if let suite, let range = line.range(of: #"func (test\w+)\("#, options: .regularExpression) {
                     suites[suite, default: []].insert(String(line[range].dropFirst("func ".count).dropLast()))
