@@ -128,9 +128,9 @@ extension ThreadPortState {
         }
         guard fill(bytes) else { return .notFilled }
         guard case .ready(_, _, let announced) = connection.sharedRing else { return .notShared }
+        if announced { ring.pickUpDoorbell(from: channel) } // the port sends it once it mapped the ring
         if announced, kind == .message, let after = ring.lastStart {
             // The one before it on this connection was in the ring too: queued, no ZeroMQ.
-            ring.pickUpDoorbell(from: channel)
             if ring.enqueue(id: id, start: start, length: byteCount, after: after) {
                 ring.commit(start: start, count: byteCount)
                 ring.lastStart = start
