@@ -297,3 +297,36 @@ extension SharedMemoryTests {
         XCTAssertEqual(bad.withLock { $0 }, [])
     }
 }
+
+extension SharedMemoryTests {
+    func testNotesASenderQueuedBeforeItEndedAreStillDeliveredAndItsDoorbellCloses() throws {
+        let mode = uniqueMode("queue-ended")
+        let delivered = LockedValue([Int32]())
+        let bad = LockedValue([Int32]())
+        var fixture: (port: LocalPort, ring: SendingRing, channel: DescriptorSender, raw: ZMQSocket)? =
+            try queueFixture(mode: mode, delivered: delivered, bad: bad)
+        let port = try XCTUnwrap(fixture?.port)
+        defer { port.invalidate() }
+        do {
+            let ring = try XCTUnwrap(fixture?.ring)
+            let second = try write(ring, id: 2)
+            XCTAssertTrue(ring.enqueue(id: 2, start: second, length: 4096, after: 0))
+            let third = try write(ring, id: 3)
+            XCTAssertTrue(ring.enqueue(id: 3, start: third, length: 4096, after: second))
+        }
+        // The sending thread ends before the port ran: its ring, its doorbell and its side
+        // channel close (the port keeps its own mapping).
+        fixture = nil
+        XCTAssertTrue(runCurrentLoop(in: mode) { delivered.withLock { $0 }.count == 3 })
+        XCTAssertEqual(delivered.withLock { $0 }, [1, 2, 3], "what it queued, in order")
+        XCTAssertEqual(bad.withLock { $0 }, [])
+        // Its doorbell closed with its end: an idle loop sleeps (no spin on a hung-up socket).
+        var wakeUps = 0
+        loop.add(LoopObserver(activities: .afterWaiting) { _, _ in wakeUps += 1 }, to: mode)
+        let before = threadCPUTime()
+        _ = loop.run(mode: mode, timeout: .milliseconds(200), returnAfterSourceHandled: false)
+        XCTAssertLessThan(threadCPUTime() - before, .milliseconds(100), "the loop slept")
+        XCTAssertLessThanOrEqual(wakeUps, 3)
+        XCTAssertEqual(port.descriptorReceiver?.queues.filter { $0.ring.doorbell >= 0 }.count, 0, "its doorbell closed")
+    }
+}

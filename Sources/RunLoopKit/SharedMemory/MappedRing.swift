@@ -160,10 +160,14 @@ final class MappedRing {
 
     /// Asks the sender to ring the doorbell at its next queued note, then looks again:
     /// true if a note may be delivered now (one queued meanwhile, or waiting already).
+    /// A ring whose doorbell closed (its sender ended) is not armed, but what it queued
+    /// before is still there to deliver.
     func arm() -> Bool {
-        guard doorbell >= 0, !queueBroken else { return false }
+        guard queueOpen, !queueBroken else { return false }
         // Armed already (the sender has not rung since): what it queues after will ring.
-        if header.armed.load(ordering: .relaxed) == 0 { header.armed.store(1, ordering: .sequentiallyConsistent) }
+        if doorbell >= 0, header.armed.load(ordering: .relaxed) == 0 {
+            header.armed.store(1, ordering: .sequentiallyConsistent)
+        }
         return nextQueued(published: header.published.load(ordering: .sequentiallyConsistent)) != nil
     }
 
