@@ -38,8 +38,9 @@ public final class PortStatistics: Sendable {
     public var rightsOutstanding: Int { outstandingRights.load(ordering: .relaxed) }
 
     /// Requests whose requester gave them up (a cancel from its connection) or whose
-    /// connection went while their rights were outstanding.
-    public var requestsCancelled: Int { cancelledRequests.load(ordering: .relaxed) }
+    /// connection went while their rights were outstanding. Counted once the right reports
+    /// it: whoever reads a count sees that many rights cancelled.
+    public var requestsCancelled: Int { cancelledRequests.load(ordering: .acquiring) }
 
     /// Statistics queries (wire kind 6) dropped unanswered because their peer did not prove
     /// to run as this process's user (over tcp, or another uid over ipc); each is counted in
@@ -48,7 +49,10 @@ public final class PortStatistics: Sendable {
 
     func rightGiven() { outstandingRights.add(1, ordering: .relaxed) }
     func rightSettled() { outstandingRights.subtract(1, ordering: .relaxed) }
-    func countCancelledRequest() { Self.increment(cancelledRequests) }
+    /// After the request's `cancel()`: released, so that a reader of the count sees its flag.
+    func countCancelledRequest() {
+        cancelledRequests.store(cancelledRequests.load(ordering: .relaxed) + 1, ordering: .releasing)
+    }
     func countRefusedClient() { refusedClients.add(1, ordering: .relaxed) }
     // The owner thread's counts.
     func countHandlerError() { Self.increment(handlerFailures) }

@@ -53,8 +53,8 @@ extension LocalPort {
         guard let request = outstandingRequests.take(correlationID, from: routingID) else {
             return drop(.lateCancel, "a cancel for no request outstanding on its connection, correlation id \(correlationID)")
         }
-        statistics.countCancelledRequest()
         request.cancel()
+        statistics.countCancelledRequest() // after: a reader that sees the count sees the right cancelled
     }
 
     /// Starts the monitor of the port's connections, if it is not running: a request kept
@@ -103,8 +103,8 @@ extension LocalPort {
     /// Cancels requests whose requester is gone (or gave them up).
     func cancel(_ requests: [OutstandingRequest]) {
         for request in requests {
-            statistics.countCancelledRequest()
             request.cancel()
+            statistics.countCancelledRequest() // after: a reader that sees the count sees the right cancelled
         }
     }
 
