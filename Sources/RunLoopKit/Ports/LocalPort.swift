@@ -80,7 +80,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// retaining it (as `PortConnection`'s). Owner thread only.
     let socket: ZMQSocket
     // Owner thread only.
-    private(set) var registration: PortDirectory.Registration?
+    var registration: PortDirectory.Registration?
     /// A named port's descriptor side channel (`<name>.fds` beside its socket), where
     /// senders' descriptors wait for their messages; closed with the port. In a box the
     /// port holds for its whole life (a `let`), which the receive path passes on without
@@ -128,8 +128,8 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
     /// Where the port is in its life; changes only through `transition(_:)`. Any thread.
     private let lifecycle = Atomic<Lifecycle>(.open)
     /// The address other ports are given: tcp if bound, else ipc if named, else inproc.
-    private let advertised: LockedValue<PortAddress>
-    private let registeredName = LockedValue<String?>(nil)
+    let advertised: LockedValue<PortAddress>
+    let registeredName = LockedValue<String?>(nil)
 
     private static let counter = Atomic<UInt64>(0)
 
@@ -183,38 +183,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         loop.adopt(self)
         self.handler = handler
         if let name { try register(name: name) }
-    }
-
-    /// Registers the port under `name` (`NSMessagePortNameServer registerPort:name:`): it
-    /// binds an ipc socket in the per-user runtime directory. Fails with `nameInUse` if a
-    /// live port holds the name (here or in another process); a dead owner's name is taken over.
-    public func register(name: String) throws(PortError) {
-        try checkOwnerThread()
-        guard registration == nil, socket.isOpen else { throw .invalidated }
-        let reserved = try PortDirectory.shared.reserve(name)
-        do throws(SystemCallError) {
-            try socket.bind(reserved.ipcAddress.rawValue)
-            do {
-                try Kernel.chmod(reserved.socketPath, 0o600) // the directory is 0700 already: belt and braces
-            } catch {
-                try? socket.unbind(reserved.ipcAddress.rawValue)
-                throw error
-            }
-            descriptorSlot.receiver = try DescriptorReceiver(path: reserved.descriptorPath)
-        } catch {
-            try? socket.unbind(reserved.ipcAddress.rawValue)
-            PortDirectory.shared.withdraw(reserved)
-            throw .system(error)
-        }
-        registration = reserved
-        // Its listener, its senders' hang-ups and its timer in the loop's poll set: what a
-        // gone sender left closes without another message.
-        descriptorSlot.receiver?.watch(on: ThreadRunLoop.current)
-        descriptorSlot.receiver?.onQueuedNotes = { [weak self] in self?.queuedNotesMayWait() }
-        senderReader.readsProcess = true
-        PortDirectory.shared.publish(reserved, inProcess: inProcessAddress)
-        registeredName.withLock { $0 = name }
-        advertised.withLock { if $0.isInProcess { $0 = reserved.ipcAddress } }
     }
 
     /// Makes the port a CURVE server (`ZMQ_CURVE_SERVER`): from now on its tcp and ipc
@@ -322,9 +290,6 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
         closeSocketAndGiveBackAddresses()
     }
 
-    /// The name the port is registered under, if any. Any thread.
-    public var name: String? { registeredName.withLock { $0 } }
-
     /// A handle other threads and processes send to (the best address this port has). Any thread.
     public var remote: RemotePort { RemotePort(advertised.withLock { $0 }) }
 
@@ -347,7 +312,7 @@ public final class LocalPort: @unchecked Sendable, CustomStringConvertible, Loop
 
     var isOwnerThread: Bool { pthread_equal(pthread_self(), owner) != 0 }
 
-    private func checkOwnerThread() throws(PortError) {
+    func checkOwnerThread() throws(PortError) {
         precondition(isOwnerThread, "LocalPort: this must be called on the thread that created the port")
         guard isValid else { throw .invalidated }
     }
