@@ -58,6 +58,11 @@ public final class InputSource: @unchecked Sendable {
         lifetime.invalidate(removing: { $0.removeSourceEverywhere(self) })
     }
 
+    /// A relaxed look at the flag, for the pass's scan: `performIfSignalled` takes it. A
+    /// signal stored as it is read is seen by the next pass, which its wake-up makes.
+    @inline(__always)
+    var mayBeSignalled: Bool { signalled.load(ordering: .relaxed) }
+
     /// Performs if signalled, clearing the signal first so that a signal raised during
     /// `perform` is seen next pass. Returns whether it performed.
     func performIfSignalled() -> Bool {

@@ -34,6 +34,16 @@ package final class ModeItems {
         !sources.isEmpty || !ports.isEmpty || !descriptors.isEmpty || timers.contains { $0.isValid }
     }
 
+    /// Whether a source may be signalled: each flag read where the array lies, without
+    /// retaining a source (the pass's check before `performIfSignalled`).
+    @inline(__always)
+    var hasSignalledSource: Bool {
+        sources.withUnsafeBufferPointer { sources in
+            for index in sources.indices where sources[index].mayBeSignalled { return true }
+            return false
+        }
+    }
+
     package func contains(_ item: LoopItem) -> Bool {
         switch item {
         case .source(let source): sources.contains { $0 === source }

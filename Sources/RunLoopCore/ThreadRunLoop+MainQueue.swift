@@ -43,8 +43,15 @@ extension ThreadRunLoop {
     /// on the first wake-up of the main queue if nobody asked for it yet, and writes it, so
     /// work queued before this run shows as a readable eventfd; a drain queued without
     /// work would count as a handled source that was none of the user's.
+    /// Every run asks: the test a worker's loop answers is inlined in it.
+    @inline(__always)
     func prepareMainQueueIfNeeded(for mode: LoopMode) {
-        guard isMain, descriptors.mainQueue == nil, commonModes.contains(mode) else { return }
+        guard isMain, descriptors.mainQueue == nil else { return }
+        prepareMainQueue(for: mode)
+    }
+
+    private func prepareMainQueue(for mode: LoopMode) {
+        guard commonModes.contains(mode) else { return }
         let handle = _dispatch_get_main_queue_handle_4CF()
         guard handle >= 0 else { return } // this libdispatch has no main-queue handle
         _ = descriptors.registerMainQueue(handle)

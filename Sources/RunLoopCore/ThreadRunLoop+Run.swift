@@ -98,6 +98,10 @@ extension ThreadRunLoop {
     /// Step 4: perform requests (all queued ones, FIFO), then signalled sources in order.
     private func fireInputSources(in items: ModeItems) -> Bool {
         var handled = performQueuedRequests(in: items.mode)
+        // Most passes find no source signalled (a worker's keep-alive is one that never is
+        // until it stops): the flags are read first, relaxed, so that such a pass retains no
+        // source and makes no atomic exchange. (hot-path: cheap-primitive (docs/optimization-tips.md))
+        guard items.hasSignalledSource else { return handled }
         for source in items.sources where source.performIfSignalled() {
             handled = true
         }
@@ -256,7 +260,14 @@ extension ThreadRunLoop {
 
     /// A mode is empty when it has no sources, ports or live timers, no perform request is
     /// waiting for it and (on the main loop, in a common mode) the main queue has no work.
+    /// The common mode, with a source or a port, answers in the inlined test.
+    @inline(__always)
     func isEmpty(_ items: ModeItems) -> Bool {
+        if !items.sources.isEmpty || !items.ports.isEmpty { return false }
+        return isEmptyNow(items)
+    }
+
+    private func isEmptyNow(_ items: ModeItems) -> Bool {
         !items.hasSourcesOrTimers && !hasPendingPerformRequests(for: items.mode) && !mainQueueHasWork(in: items)
     }
 }

@@ -17,8 +17,9 @@ public struct Deadline: RawRepresentable, Hashable, Comparable, Sendable, Custom
         return Deadline(rawValue: UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec))
     }
 
-    /// A deadline that never arrives.
-    public static let distantFuture = Deadline(rawValue: UInt64.max)
+    /// A deadline that never arrives. Computed and inlinable, not a stored global: the loop
+    /// compares with it several times a pass, and a global's each read calls its accessor.
+    @inlinable public static var distantFuture: Deadline { Deadline(rawValue: UInt64.max) }
 
     /// The deadline `duration` from now.
     public static func after(_ duration: Duration) -> Deadline { .now() + duration }
@@ -52,6 +53,12 @@ extension Duration {
     /// From `attoseconds`, one division, not `components`: a request computes a deadline
     /// from a duration every time (hot-path: cheap-primitive (docs/optimization-tips.md)).
     package var totalNanoseconds: Int64 {
-        Int64(clamping: attoseconds / 1_000_000_000)
+        let attoseconds = self.attoseconds
+        // Up to 18 s either way (every default timeout) the magnitude fits 64 bits, whose
+        // division by a constant is a multiplication; beyond, the 128-bit division.
+        let magnitude = attoseconds.magnitude
+        guard magnitude >> 64 == 0 else { return Int64(clamping: attoseconds / 1_000_000_000) }
+        let nanoseconds = Int64(UInt64(truncatingIfNeeded: magnitude) / 1_000_000_000)
+        return attoseconds < 0 ? -nanoseconds : nanoseconds
     }
 }
