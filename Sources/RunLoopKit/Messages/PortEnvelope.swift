@@ -21,6 +21,16 @@ struct PortEnvelope: Sendable, Equatable {
     }
 }
 
+extension PortEnvelope {
+    /// Moves the message out, leaving an empty one (no allocation: an empty array is shared).
+    @inline(__always)
+    mutating func takeMessage() -> LoopMessage {
+        var taken = LoopMessage(id: message.id)
+        swap(&taken, &message)
+        return taken
+    }
+}
+
 // The initializer is in an extension so that the memberwise one is there for the receive
 // path (see `LoopMessage`'s).
 extension PortEnvelope {

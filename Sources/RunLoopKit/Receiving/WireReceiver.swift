@@ -62,22 +62,54 @@ extension WireReceiver {
         do {
             value = try decode(frames)
         } catch {
-            // Off the common message's way: a kind the library answers itself (a statistics
-            // query) is told apart from a bad message only once the decoder rejected it.
-            if case .unknownKind = error, let query = libraryQuery(in: frames, from: socket) {
-                socket.releaseReceived()
-                return answer(query)
-            }
-            // A fence (a note of no bytes, `MappedRing.resolve`) did its work as it was read.
-            if case .descriptorsNotFound = error, PortEnvelope.isFence(frames) {
-                socket.releaseReceived()
-                return .dropped
-            }
-            socket.releaseReceived()
-            drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
-            return .dropped
+            return rejected(error, frames: frames, from: socket)
         }
         socket.releaseReceived()
         return deliver(value)
+    }
+
+    /// `receiveOne` for a delivery that takes the value it is handed (a reply, moved to
+    /// its receiver uncopied): the same steps, the value lent `inout`. (A variant, not a
+    /// change to `receiveOne`: a port's delivery, handed the value owned, copied it.)
+    @inline(__always)
+    func receiveOne<Value>(from socket: ZMQSocket,
+                           decode: (UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(WireFormatError) -> Value,
+                           taking deliver: (inout Value) -> PortDelivery) -> PortDelivery {
+        let frames: UnsafeBufferPointer<UnsafeRawBufferPointer>
+        do {
+            guard let received = try socket.receiveInPlace(dontWait: true) else { return .empty }
+            frames = received
+        } catch {
+            drop(.receiveFailed, "\(error)")
+            return .dropped
+        }
+        var value: Value
+        do {
+            value = try decode(frames)
+        } catch {
+            return rejected(error, frames: frames, from: socket)
+        }
+        socket.releaseReceived()
+        return deliver(&value)
+    }
+
+    /// A message the decoder rejected, its frames still lent: given back, and answered
+    /// (a library query) or dropped with its reason. Off the common message's way.
+    private func rejected(_ error: WireFormatError, frames: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+                          from socket: ZMQSocket) -> PortDelivery {
+        // A kind the library answers itself (a statistics query) is told apart from a bad
+        // message only once the decoder rejected it.
+        if case .unknownKind = error, let query = libraryQuery(in: frames, from: socket) {
+            socket.releaseReceived()
+            return answer(query)
+        }
+        // A fence (a note of no bytes, `MappedRing.resolve`) did its work as it was read.
+        if case .descriptorsNotFound = error, PortEnvelope.isFence(frames) {
+            socket.releaseReceived()
+            return .dropped
+        }
+        socket.releaseReceived()
+        drop(PortEnvelope.dropReason(rejecting: error), "\(error)")
+        return .dropped
     }
 }

@@ -105,7 +105,7 @@ final class AsyncRequester: ReplyReceiver, @unchecked Sendable {
         return lost.count
     }
 
-    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+    func received(_ reply: consuming LoopMessage, for id: UInt64) -> Bool {
         settle(id, with: .success(reply))
     }
 

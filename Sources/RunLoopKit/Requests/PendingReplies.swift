@@ -55,9 +55,9 @@ final class PendingReplies: ReplyReceiver {
         waiting.remove(at: index)
     }
 
-    func received(_ reply: LoopMessage, for id: UInt64) -> Bool {
+    func received(_ reply: consuming LoopMessage, for id: UInt64) -> Bool {
         guard let index = index(of: id), !waiting[index].isSettled else { return false }
-        waiting[index].reply = reply
+        waiting[index].reply = consume reply
         waiting[index].isSettled = true
         return true
     }

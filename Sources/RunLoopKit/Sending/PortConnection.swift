@@ -46,8 +46,10 @@ final class PortConnection: PortBasedSource, WireReceiver {
     @exclusivity(unchecked) private(set) var awaitedReplies = 0
     /// When the thread last switched to or from it (see `ThreadPortState`'s idle sweep).
     @exclusivity(unchecked) var lastUsed: Deadline
-    /// Where its replies go.
-    unowned let state: ThreadPortState
+    /// Where its replies go. Unowned and unchecked: the state owns its connections and
+    /// closes every one (they leave the loop first) before it goes, at its thread's exit, so
+    /// a connection never runs without it; checked, each reply paid a runtime call for it.
+    unowned(unsafe) let state: ThreadPortState
     /// The loop it is a source of, while it is. Strong: the loop holds the connection
     /// (its mode's items) as long as the connection holds the loop, and both let go
     /// together, in `leaveLoop` or in the loop's teardown (`detachedFromLoop`), one of
@@ -267,20 +269,22 @@ final class PortConnection: PortBasedSource, WireReceiver {
             var storage = ReceivedMessageStorage()
             return try PortEnvelope.decode(frames: frames, limits: .default, replyAddresses: &replyAddresses,
                                            storage: &storage)
-        }, deliver: { envelope in deliverReply(envelope) })
+        }, taking: { envelope in deliverReply(&envelope) })
     }
 
     /// Hands a reply (or failure) to the request waiting for it; anything else is dropped.
-    private func deliverReply(_ envelope: PortEnvelope) -> PortDelivery {
+    /// A reply is taken out of the envelope, so that it moves to its receiver uncopied.
+    private func deliverReply(_ envelope: inout PortEnvelope) -> PortDelivery {
         let awaited: Bool
         let id = envelope.correlationID
         switch envelope.kind {
         case .reply:
+            let reply = envelope.takeMessage()
             // The request's own route, read from its id; `sendRequest`'s list called directly.
             if ReplyRoute.index(of: id) == 0 {
-                awaited = state.pendingReplies.received(envelope.message, for: id)
+                awaited = state.pendingReplies.received(reply, for: id)
             } else {
-                awaited = state.receiver(of: id)?.received(envelope.message, for: id) ?? false
+                awaited = state.receiver(of: id)?.received(reply, for: id) ?? false
             }
         case .failure:
             let reason = envelope.message.text ?? "(no reason given)"
@@ -292,7 +296,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
             return .dropped
         }
         guard awaited else {
-            drop(.lateReply, "late, repeated or unknown reply, correlation id \(envelope.correlationID)")
+            drop(.lateReply, "late, repeated or unknown reply, correlation id \(id)")
             return .dropped
         }
         return .delivered

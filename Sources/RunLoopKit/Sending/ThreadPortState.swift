@@ -347,8 +347,9 @@ final class ThreadPortState {
 protocol ReplyReceiver: AnyObject {
     /// The mode the thread's loop services its connections in while replies are awaited.
     var replyMode: LoopMode { get }
-    /// A reply came for `correlationID`; false if nothing waits for it (it is then dropped as late).
-    func received(_ reply: LoopMessage, for correlationID: UInt64) -> Bool
+    /// A reply came for `correlationID`; false if nothing waits for it (it is then dropped as
+    /// late). Consumed: the reply is moved in, not copied (hot-path: borrow-not-copy (docs/optimization-tips.md)).
+    func received(_ reply: consuming LoopMessage, for correlationID: UInt64) -> Bool
     /// The remote handler's failure came in place of the reply to `correlationID`; false if
     /// nothing waits for it (it is then dropped as late).
     func failed(_ failure: PortError, for correlationID: UInt64) -> Bool
