@@ -253,6 +253,14 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// Cancels that could not be queued, in this process (for tests and diagnostics).
     static let cancelsNotSent = Atomic<Int>(0)
 
+    /// After a send on its socket: the loop it waits for replies in (if any) asks
+    /// `ZMQ_EVENTS` now, since the send may have taken the edge of `ZMQ_FD`. A method, so
+    /// that the connection goes to the loop as `self`, lent, not retained and released
+    /// around the call as its caller's local was.
+    func sent() {
+        loop?.sentOnPortSource(self)
+    }
+
     package func hasPendingMessage() -> Bool {
         guard let events = try? socket.events else { return false }
         return events.contains(.pollIn)

@@ -154,7 +154,7 @@ final class ThreadPortState {
         }) {
             try waitAndSend(message, as: kind, correlationID: correlationID, on: connection, before: deadline())
         }
-        connection.loop?.sentOnPortSource(connection)
+        connection.sent()
         return connection
     }
 
