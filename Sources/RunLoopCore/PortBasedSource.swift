@@ -65,4 +65,11 @@ extension ThreadRunLoop {
         assertOwnerThread()
         ports.updateReadinessAfterSend(on: port)
     }
+
+    /// `sentOnPortSource(_:)` for a source that is on its loop's thread by construction (a
+    /// requester's connection joins only its own thread's loop, and is used only there):
+    /// the same, without asking the thread-local key again at every request.
+    package func sentOnOwnThreadsPortSource(_ port: any PortBasedSource) {
+        ports.updateReadinessAfterSend(on: port)
+    }
 }

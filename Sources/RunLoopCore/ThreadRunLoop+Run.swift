@@ -47,8 +47,14 @@ extension ThreadRunLoop {
     }
 
     /// The items of `mode`, nil if it has none or is `.common` (never run itself).
+    /// The last run's mode (a worker runs one mode again and again) is answered inline.
+    @inline(__always)
     private func items(forRunning mode: LoopMode) -> ModeItems? {
         if let last = lastRunItems, last.mode == mode { return last }
+        return itemsLookedUp(forRunning: mode)
+    }
+
+    private func itemsLookedUp(forRunning mode: LoopMode) -> ModeItems? {
         guard mode != .common else { return nil }
         guard let items = modes[mode] ?? itemsForMainQueue(mode) else { return nil }
         lastRunItems = items

@@ -258,7 +258,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
     /// that the connection goes to the loop as `self`, lent, not retained and released
     /// around the call as its caller's local was.
     func sent() {
-        loop?.sentOnPortSource(self)
+        loop?.sentOnOwnThreadsPortSource(self)
     }
 
     package func hasPendingMessage() -> Bool {
