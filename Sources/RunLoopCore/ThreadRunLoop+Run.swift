@@ -38,8 +38,11 @@ extension ThreadRunLoop {
         guard lifecycle == .open else { return .finished }
         prepareMainQueueIfNeeded(for: mode)
         guard let items = items(forRunning: mode), !isEmpty(items) else { return .finished }
-        runStack.append(mode)
-        defer { runStack.removeLast() }
+        runStack.append(Unmanaged.passUnretained(items))
+        defer {
+            runStack.removeLast()
+            withExtendedLifetime(items) {} // held until it is off the stack
+        }
         notifyObservers(of: .entry, in: items) //                               step 1
         let result = makePasses(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
         notifyObservers(of: .exit, in: items) //                                step 10

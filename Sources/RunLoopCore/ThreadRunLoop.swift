@@ -39,7 +39,10 @@ public final class ThreadRunLoop: @unchecked Sendable {
     /// common mode, so making a loop hashes no mode's name.
     private static let defaultCommonModes: Set<LoopMode> = [.default]
     let commonItems = ModeItems(mode: .common)
-    @exclusivity(unchecked) var runStack: [LoopMode] = []
+    /// The items of the runs in progress, outermost first, unretained: each run holds its
+    /// own until it pops them. (Not the modes: a mode's name, pushed and popped at every
+    /// run, was a retain and a release of its string.)
+    @exclusivity(unchecked) var runStack: [Unmanaged<ModeItems>] = []
     @exclusivity(unchecked) var ports = PortSourceTable()
     /// Every descriptor in the poll set (ports', descriptor sources', the main queue's).
     @exclusivity(unchecked) var descriptors = DescriptorTable()
@@ -170,7 +173,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
     /// The mode of the innermost run, or nil when the loop is not running. Loop thread.
     public var currentMode: LoopMode? {
         assertOwnerThread()
-        return runStack.last
+        return runStack.last?.takeUnretainedValue().mode
     }
 
     /// Runs `action` on the loop's thread: now if called there, else at the loop's next
@@ -274,7 +277,10 @@ extension ThreadRunLoop {
     package var isTornDown: Bool { queueLock.withLock { lifecycle == .tornDown } }
 
     /// The modes of the runs in progress, outermost first. Loop thread only.
-    package var runningModes: [LoopMode] { runStack }
+    package var runningModes: [LoopMode] { runStack.map { $0.takeUnretainedValue().mode } }
+
+    /// How many runs are in progress. Loop thread only.
+    package var runDepth: Int { runStack.count }
 
     /// The items added to `.common`, and every mode that ever held an item, sorted by
     /// name. Loop thread only.

@@ -74,7 +74,7 @@ final class KeepAlive: @unchecked Sendable {
     private func performed() {
         guard isExitRequested else { return }
         let loop = ThreadRunLoop.current
-        guard loop.runningModes.count > 1 else { return }
+        guard loop.runDepth > 1 else { return }
         source?.signal()
         loop.stop()
     }
