@@ -37,31 +37,33 @@ extension ThreadRunLoop {
         assertOwnerThread()
         guard lifecycle == .open else { return .finished }
         prepareMainQueueIfNeeded(for: mode)
-        guard let items = items(forRunning: mode), !isEmpty(items) else { return .finished }
-        runStack.append(Unmanaged.passUnretained(items))
-        defer {
-            runStack.removeLast()
-            withExtendedLifetime(items) {} // held until it is off the stack
+        guard let found = items(forRunning: mode) else { return .finished }
+        // Lent to the run, not retained: `modes` holds every mode's items until the loop's
+        // teardown, at its thread's exit, which no run outlives.
+        return found._withUnsafeGuaranteedRef { items in
+            guard !isEmpty(items) else { return .finished }
+            runStack.append(Unmanaged.passUnretained(items))
+            defer { runStack.removeLast() }
+            notifyObservers(of: .entry, in: items) //                           step 1
+            let result = makePasses(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+            notifyObservers(of: .exit, in: items) //                            step 10
+            return result
         }
-        notifyObservers(of: .entry, in: items) //                               step 1
-        let result = makePasses(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
-        notifyObservers(of: .exit, in: items) //                                step 10
-        return result
     }
 
-    /// The items of `mode`, nil if it has none or is `.common` (never run itself).
-    /// The last run's mode (a worker runs one mode again and again) is answered inline.
+    /// The items of `mode` (held by `modes`), nil if it has none or is `.common` (never run
+    /// itself). The last run's mode (a worker runs one mode again and again) is answered inline.
     @inline(__always)
-    private func items(forRunning mode: LoopMode) -> ModeItems? {
-        if let last = lastRunItems, last.mode == mode { return last }
+    private func items(forRunning mode: LoopMode) -> Unmanaged<ModeItems>? {
+        if let last = lastRunItems, last._withUnsafeGuaranteedRef({ $0.mode == mode }) { return last }
         return itemsLookedUp(forRunning: mode)
     }
 
-    private func itemsLookedUp(forRunning mode: LoopMode) -> ModeItems? {
+    private func itemsLookedUp(forRunning mode: LoopMode) -> Unmanaged<ModeItems>? {
         guard mode != .common else { return nil }
         guard let items = modes[mode] ?? itemsForMainQueue(mode) else { return nil }
-        lastRunItems = items
-        return items
+        lastRunItems = Unmanaged.passUnretained(items)
+        return lastRunItems
     }
 
     /// Steps 2 to 9, repeated until the run has a result.
@@ -97,7 +99,9 @@ extension ThreadRunLoop {
             }
             fireDueTimers(in: items) //                                         step 9
             if fireReadyDescriptors(in: items) { handledSource = true } //       step 9
-            if let readyPort, deliverMessages(from: readyPort, in: items, returnAfterSourceHandled) { // step 9
+            // Moved out of the variable, which the pass does not read again: the delivery
+            // borrows it without a retain of its own.
+            if let readyPort = consume readyPort, deliverMessages(from: readyPort, in: items, returnAfterSourceHandled) { // step 9
                 handledSource = true
             }
             if let result = passResult(items, deadline, handledSource, returnAfterSourceHandled) {

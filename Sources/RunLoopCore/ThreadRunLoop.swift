@@ -31,7 +31,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var modes: [LoopMode: ModeItems] = [:]
     /// The items of the mode run last: most runs are in the same mode as the one before,
     /// and a mode's items live until teardown, so this spares hashing the mode's name.
-    @exclusivity(unchecked) var lastRunItems: ModeItems?
+    @exclusivity(unchecked) var lastRunItems: Unmanaged<ModeItems>?
     /// The common modes: `.default` and those added with `addCommonMode(_:)`; the set only
     /// grows. (A perform pass relies on it: it counts `.default` as common without hashing.)
     @exclusivity(unchecked) public internal(set) var commonModes = ThreadRunLoop.defaultCommonModes
