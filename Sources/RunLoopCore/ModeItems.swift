@@ -38,10 +38,8 @@ package final class ModeItems {
     /// retaining a source (the pass's check before `performIfSignalled`).
     @inline(__always)
     var hasSignalledSource: Bool {
-        sources.withUnsafeBufferPointer { sources in
-            for index in sources.indices where sources[index].mayBeSignalled { return true }
-            return false
-        }
+        for index in sources.indices where sources[index].mayBeSignalled { return true }
+        return false
     }
 
     package func contains(_ item: LoopItem) -> Bool {
