@@ -24,8 +24,14 @@ final class ThreadPortState {
     /// message with descriptors to each.
     var descriptorSenders: [String: DescriptorSender] = [:]
     /// The last destination's connection: a thread mostly sends to one port at a time, and
-    /// this spares the dictionary's hashing on every send.
-    @exclusivity(unchecked) private var last: PortConnection?
+    /// this spares the dictionary's hashing on every send. Unretained: it is always one of
+    /// `connections`, which holds it (every assignment takes it from there, and `close`
+    /// clears it), so that a plain send can borrow it (`sendMessage`).
+    @exclusivity(unchecked) private var lastRef: Unmanaged<PortConnection>?
+    private var last: PortConnection? {
+        get { lastRef?.takeUnretainedValue() }
+        set { lastRef = newValue.map(Unmanaged.passUnretained) }
+    }
     /// The correlation id of this thread's last request.
     @exclusivity(unchecked) private var lastCorrelationID: UInt64 = 0
     /// When idle connections are next looked for.
@@ -97,16 +103,37 @@ final class ThreadPortState {
     /// security handshake fails, or `messageTooLarge` at once for a message the port
     /// would refuse. Nothing is queued for a peer that is not there
     /// (`ZMQ_IMMEDIATE`), so an error means the message was not sent.
-    @discardableResult
-    func send(_ message: LoopMessage, to destination: RemotePort, before deadline: Deadline) throws(PortError) -> PortConnection {
-        try send(message, as: .message, correlationID: 0, to: destination) { deadline }
+    func send(_ message: LoopMessage, to destination: RemotePort, before deadline: Deadline) throws(PortError) {
+        try sendMessage(message, to: destination) { deadline }
     }
 
     /// Sends a message as `send(_:to:before:)` does, waiting at most `timeout` once it
     /// could not be queued at once: a message queued at once reads no clock.
-    @discardableResult
-    func send(_ message: some OutgoingMessage, to destination: RemotePort, within timeout: Duration) throws(PortError) -> PortConnection {
-        try send(message, as: .message, correlationID: 0, to: destination) { .after(timeout) }
+    func send(_ message: some OutgoingMessage, to destination: RemotePort, within timeout: Duration) throws(PortError) {
+        try sendMessage(message, to: destination) { .after(timeout) }
+    }
+
+    /// A plain message's send. To the last destination's connection, when it shares no
+    /// memory (so that nothing on the way opens or closes a connection but the slow path,
+    /// which holds its own reference), the connection is lent from `lastRef` rather than
+    /// retained and released around the send. (hot-path: borrow-not-copy (docs/optimization-tips.md))
+    @inline(__always)
+    private func sendMessage(_ message: some OutgoingMessage, to destination: RemotePort,
+                             deadline: () -> Deadline) throws(PortError) {
+        if let lastRef, lastRef._withUnsafeGuaranteedRef({ !$0.mayShareMemory && $0.destination == destination }),
+           try !message.checkSize() {
+            var failure: PortError?
+            lastRef._withUnsafeGuaranteedRef { connection in
+                do throws(PortError) {
+                    try sendPlain(message, as: .message, correlationID: 0, on: connection, deadline: deadline)
+                } catch {
+                    failure = error
+                }
+            }
+            if let failure { throw failure }
+            return
+        }
+        _ = try send(message, as: .message, correlationID: 0, to: destination, deadline: deadline)
     }
 
     /// Sends a message of id `id` with one data component of `byteCount` bytes (checked by
@@ -149,13 +176,21 @@ final class ThreadPortState {
            try sentShared(message, as: kind, correlationID: correlationID, on: connection, to: destination, deadline: deadline) {
             return connection
         }
+        try sendPlain(message, as: kind, correlationID: correlationID, on: connection, deadline: deadline)
+        return connection
+    }
+
+    /// The send proper, over ZeroMQ on `connection`: at once if it can be queued, else
+    /// waiting (`waitAndSend`); then the connection's loop, if any, looks at its socket.
+    @inline(__always)
+    private func sendPlain(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64,
+                           on connection: PortConnection, deadline: () -> Deadline) throws(PortError) {
         if try !asPortError({ () throws(SystemCallError) in
             try message.send(on: connection.socket, as: kind, correlationID: correlationID, dontWait: true)
         }) {
             try waitAndSend(message, as: kind, correlationID: correlationID, on: connection, before: deadline())
         }
         connection.sent()
-        return connection
     }
 
     /// `send(_:as:correlationID:to:deadline:)` for the shared ring's extension (a note, or a
@@ -215,6 +250,9 @@ final class ThreadPortState {
     /// The slow path of `send`: the message could not be queued at once.
     private func waitAndSend(_ message: some OutgoingMessage, as kind: WireKind, correlationID: UInt64,
                              on connection: PortConnection, before deadline: Deadline) throws(PortError) {
+        // Held here: this path may close the connection, which a plain send only lent.
+        let held = Unmanaged.passRetained(connection)
+        defer { held.release() }
         let address = connection.destination.address
         var lastConnect: Deadline?
         while true {
