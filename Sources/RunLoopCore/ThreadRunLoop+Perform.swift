@@ -76,38 +76,48 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
     }
 
     private func performQueuedRequestsNow(in mode: LoopMode) -> Bool {
-        let batch: [PerformRequest] = queueLock.withLock {
-            guard !performQueue.isEmpty else { return [] }
+        // The batch is moved to the end of `performBatches` and run from there, so that
+        // neither array gives its storage away: a queue's storage handed to the batch was
+        // allocated by the next caller and freed on this thread, a free on another thread
+        // than the malloc on every perform (docs/experiments/2026-12-07-perform-budget-shapes.md).
+        let (first, count): (Int, Int) = queueLock.withLock {
+            guard !performQueue.isEmpty else { return (0, 0) }
             // Once per batch, not per request; `.default` is always common (the set only grows).
             let modeIsCommon = mode == .default || commonModes.contains(mode)
             let before = performQueue.count
-            let taken: [PerformRequest]
+            let first = performBatches.count
             if performQueue.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
                 // The usual case: every request queued may run now, so the whole queue is
                 // the batch (cancelled ones among them do not run).
-                taken = performQueue
-                performQueue = []
+                performBatches.append(contentsOf: performQueue)
+                performQueue.removeAll(keepingCapacity: before <= Self.keptQueueCapacity)
             } else {
-                var some: [PerformRequest] = []
                 performQueue.removeAll { request in
                     if request.state == .cancelled { return true } // dropped, not run
                     guard request.isPending(for: mode, modeIsCommon: modeIsCommon) else { return false }
-                    some.append(request)
+                    performBatches.append(request)
                     return true
                 }
-                taken = some
             }
             queuedCount.subtract(before - performQueue.count, ordering: .releasing)
-            performBatches.append(contentsOf: taken)
-            return taken
+            return (first, performBatches.count - first)
         }
-        guard !batch.isEmpty else { return false }
+        guard count > 0 else { return false }
         var ran = false
-        for request in batch where request.run() { ran = true }
+        // Only this thread changes `performBatches` (under queueLock, which other threads
+        // take to read it), so it reads it without the lock. A nested run appends its batch
+        // after this one and removes it before returning here.
+        for index in first..<(first + count) {
+            let request = performBatches[index]
+            if request.run() { ran = true }
+        }
         // Nested runs take and finish their batches within this one's: last in, first out.
-        queueLock.withLock { performBatches.removeLast(batch.count) }
+        queueLock.withLock { performBatches.removeLast(count) }
         return ran
     }
+
+    /// Up to this many requests, a queue taken keeps its storage for the next ones.
+    private static var keptQueueCapacity: Int { 64 }
 
     @inline(__always)
     func hasPendingPerformRequests(for mode: LoopMode) -> Bool {
