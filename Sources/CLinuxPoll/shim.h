@@ -118,6 +118,11 @@ static inline int clinux_futex_wake(uint32_t *word) {
     return (int)syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
+/// Wakes every thread sleeping in `clinux_futex_wait` on `word`. Returns how many woke.
+static inline int clinux_futex_wake_all(uint32_t *word) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT32_MAX, NULL, NULL, 0);
+}
+
 /// `clinux_futex_wait` on a word that other processes map too (a `MAP_SHARED` mapping of
 /// a memory file): the futex is keyed by the memory, not the process. Same returns.
 static inline int clinux_futex_wait_shared(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
