@@ -5,17 +5,17 @@
 public struct LoopMode: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
     public let rawValue: String
 
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(_ name: String) { self.rawValue = name }
-    public init(stringLiteral name: String) { self.rawValue = name }
+    @inlinable public init(rawValue: String) { self.rawValue = rawValue }
+    @inlinable public init(_ name: String) { self.rawValue = name }
+    @inlinable public init(stringLiteral name: String) { self.rawValue = name }
 
     /// The mode for most work (`kCFRunLoopDefaultMode`).
-    public static let `default` = LoopMode("default")
+    @inlinable public static var `default`: LoopMode { LoopMode("default") }
 
     /// The common modes (`kCFRunLoopCommonModes`): an item added here is in every mode of
     /// the loop's common set, including modes added to the set later. A loop cannot run
     /// in `.common` itself; it runs in one of the set's modes.
-    public static let common = LoopMode("common")
+    @inlinable public static var common: LoopMode { LoopMode("common") }
 
     public var description: String { rawValue }
 }
