@@ -86,7 +86,10 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
             let modeIsCommon = mode == .default || commonModes.contains(mode)
             let before = performQueue.count
             let first = performBatches.count
-            if performQueue.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
+            if before == 1, performQueue[0].mayRun(in: mode, modeIsCommon: modeIsCommon) {
+                // The commonest case, one request: moved, without the generic bulk moves below.
+                performBatches.append(performQueue.removeLast())
+            } else if performQueue.allSatisfy({ $0.mayRun(in: mode, modeIsCommon: modeIsCommon) }) {
                 // The usual case: every request queued may run now, so the whole queue is
                 // the batch (cancelled ones among them do not run).
                 performBatches.append(contentsOf: performQueue)
@@ -112,7 +115,9 @@ extension ThreadRunLoop: LoopHandOff, LoopHandOffTarget {
             if request.run() { ran = true }
         }
         // Nested runs take and finish their batches within this one's: last in, first out.
-        queueLock.withLock { performBatches.removeLast(count) }
+        queueLock.withLock {
+            if count == 1 { performBatches.removeLast() } else { performBatches.removeLast(count) }
+        }
         return ran
     }
 
