@@ -1,5 +1,3 @@
-import CLinuxPoll
-import Glibc
 import RunLoopSystem
 import Synchronization
 
@@ -28,29 +26,14 @@ public final class PerformRequest: @unchecked Sendable {
     private var work: (() -> Void)?
     /// The one-shot timer of a delayed request; set before the request is published.
     var timer: LoopTimer?
-    /// Whether the request is done or cancelled, and the futex word its waiters sleep on:
-    /// `Finish.open`, `.waited` once a waiter is about to sleep, `.finished` for good. A
-    /// word, not a `DispatchSemaphore`: that was two more objects made and destroyed per
-    /// request, about 700 instructions of a `performAndWait`. Allocated, so that its
-    /// address is stable for the kernel; freed with the request, which the thread that
-    /// finishes it holds while it wakes the waiters.
-    private let finish: UnsafeMutablePointer<Atomic<UInt32>>
-
-    private enum Finish {
-        static let open: UInt32 = 0, finished: UInt32 = 1, waited: UInt32 = 2
-    }
+    /// Opened once the request is done or cancelled (after `run()` or `cancel()` took it
+    /// out of `.pending`), by the thread that holds it as it does.
+    private let finished = OnceGate()
 
     package init(modes: [LoopMode], tag: String?, work: @escaping () -> Void) {
         self.modes = modes
         self.tag = tag
         self.work = work
-        finish = .allocate(capacity: 1)
-        finish.initialize(to: Atomic(Finish.open))
-    }
-
-    deinit {
-        finish.deinitialize(count: 1)
-        finish.deallocate()
     }
 
     public var state: State {
@@ -77,7 +60,7 @@ public final class PerformRequest: @unchecked Sendable {
         guard leavePending(for: Code.cancelled) else { return false }
         work = nil
         timer?.invalidate()
-        markFinished()
+        finished.open()
         return true
     }
 
@@ -88,39 +71,15 @@ public final class PerformRequest: @unchecked Sendable {
         work = nil
         taken?()
         currentState.store(Code.done, ordering: .releasing)
-        markFinished()
+        finished.open()
         return true
     }
 
     /// Blocks until the request is done or cancelled; returns which.
     @usableFromInline
     package func waitUntilFinished() -> State {
-        var word = finish.pointee.load(ordering: .acquiring)
-        while word != Finish.finished {
-            if word == Finish.open {
-                let (exchanged, original) = finish.pointee.compareExchange(
-                    expected: Finish.open, desired: Finish.waited, ordering: .acquiringAndReleasing)
-                if !exchanged { word = original; continue }
-            }
-            // Sleeps while the word says `.waited`; a wake-up, a spurious return, EAGAIN (it
-            // changed) or EINTR only makes it look again.
-            _ = clinux_futex_wait(futexWord, Finish.waited, UInt64.max)
-            word = finish.pointee.load(ordering: .acquiring)
-        }
+        finished.wait()
         return state
-    }
-
-    /// Marks the request finished (once: after `run()` or `cancel()` took it out of
-    /// `.pending`) and wakes every waiter, if one is asleep or about to be.
-    private func markFinished() {
-        if finish.pointee.exchange(Finish.finished, ordering: .acquiringAndReleasing) == Finish.waited {
-            _ = clinux_futex_wake_all(futexWord)
-        }
-    }
-
-    /// The finish word's address, as the kernel's futex calls take it.
-    private var futexWord: UnsafeMutablePointer<UInt32> {
-        UnsafeMutableRawPointer(finish).assumingMemoryBound(to: UInt32.self)
     }
 
     /// Whether the request may still run in `mode`; `modeIsCommon` says whether `mode` is

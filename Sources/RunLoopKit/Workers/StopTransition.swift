@@ -1,4 +1,4 @@
-import Dispatch
+import RunLoopCore
 
 /// How one `stop` call moves a worker (or a pool of them) on, and what its caller then
 /// does: the one decision `WorkerControl.stop` and `WorkerPool.stop` share, written as a
@@ -58,16 +58,5 @@ enum StopTransition {
 }
 
 /// The gate the stoppers of one worker or pool wait at until its joiner has joined it:
-/// opened once, and every waiter lets the next one through.
-final class JoinGate: Sendable {
-    private let joined = DispatchSemaphore(value: 0)
-
-    /// Opens the gate (the joiner, once, after the join).
-    func open() { joined.signal() }
-
-    /// Waits until the gate is open.
-    func wait() {
-        joined.wait()
-        joined.signal() // let any other waiter through too
-    }
-}
+/// opened once (the joiner, after the join), and every waiter goes through.
+typealias JoinGate = OnceGate

@@ -1,6 +1,5 @@
 import RunLoopCore
 import RunLoopSystem
-import Dispatch
 
 /// What a worker's handle and its thread share: the lifecycle, the loop, and the gate
 /// through which work enters the loop.
@@ -23,7 +22,7 @@ final class WorkerControl: @unchecked Sendable {
     private let lock = Lock()
     private var lifecycle = Lifecycle<NativeThread>.starting // protected by lock
     /// Signalled once the set-up has run on the worker thread (only when there is one).
-    private let setUpDone = DispatchSemaphore(value: 0)
+    private let setUpDone = OnceGate()
     /// Opened once the thread is joined.
     private let joined = JoinGate()
 
@@ -52,7 +51,7 @@ final class WorkerControl: @unchecked Sendable {
         keepAlive.install()
         if let setUp {
             setUp()
-            setUpDone.signal()
+            setUpDone.open()
         }
         keepAlive.runUntilExitRequested(loop)
         finishPendingWork()
