@@ -1,5 +1,4 @@
-import CLinuxPoll
-import Glibc
+import RunLoopSystem
 import Synchronization
 
 /// A gate opened once, at which any number of threads wait until it is: a request's
@@ -36,7 +35,7 @@ package struct OnceGate: ~Copyable, @unchecked Sendable {
     /// Opens the gate and wakes every waiter. Once.
     package func open() {
         if word.pointee.exchange(Self.opened, ordering: .acquiringAndReleasing) == Self.waited {
-            _ = clinux_futex_wake_all(futexWord)
+            Kernel.wakeWord(futexWord, all: true)
         }
     }
 
@@ -51,7 +50,7 @@ package struct OnceGate: ~Copyable, @unchecked Sendable {
             }
             // Sleeps while the word says waited; a wake-up, a spurious return, EAGAIN (it
             // changed) or EINTR only makes it look again.
-            _ = clinux_futex_wait(futexWord, Self.waited, UInt64.max)
+            _ = try? Kernel.waitOnWord(futexWord, while: Self.waited, before: .distantFuture)
             value = word.pointee.load(ordering: .acquiring)
         }
     }

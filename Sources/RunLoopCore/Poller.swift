@@ -111,7 +111,7 @@ package final class Poller: @unchecked Sendable {
     package func wake() {
         let old = state.pointee.bitwiseOr(Poller.wakePending, ordering: .acquiringAndReleasing).oldValue
         switch old {
-        case Poller.sleepingOnFutex: _ = clinux_futex_wake(futexWord)
+        case Poller.sleepingOnFutex: Kernel.wakeWord(futexWord)
         case Poller.sleepingInPollSet: pollSet?.wake()
         default: break
         }
@@ -233,12 +233,7 @@ package final class Poller: @unchecked Sendable {
     /// check the word again; the deadline is absolute, so it never stretches.
     private func sleepOnFutex(until deadline: Deadline) throws(SystemCallError) {
         while state.pointee.load(ordering: .acquiring) == Poller.sleepingOnFutex {
-            guard clinux_futex_wait(futexWord, Poller.sleepingOnFutex, deadline.rawValue) == -1 else { continue }
-            switch errno {
-            case ETIMEDOUT: return
-            case EAGAIN, EINTR: continue // the word changed (a wake-up), or a signal: look again
-            case let code: throw SystemCallError(call: "futex(WAIT_BITSET)", errno: code)
-            }
+            guard try Kernel.waitOnWord(futexWord, while: Poller.sleepingOnFutex, before: deadline) else { return }
         }
     }
 

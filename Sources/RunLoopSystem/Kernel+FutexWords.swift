@@ -28,3 +28,31 @@ extension Kernel {
         Int((try? systemCall("futex(WAKE, shared)") { clinux_futex_wake_shared(word) }) ?? 0)
     }
 }
+
+/// Words only this process's threads use (a loop's sleep, a gate's state): private futexes,
+/// which the kernel keys by address in this process, each call through `systemCall`.
+extension Kernel {
+    /// Sleeps while `*word` holds `expected`, until another thread of this process wakes it
+    /// (`wakeWord`) or `deadline` passes. Returns false at the deadline; true when woken or
+    /// when the word no longer held `expected` (the caller reads it again: a wake-up may be
+    /// spurious). Interrupted sleeps go on.
+    @inlinable @inline(__always)
+    package static func waitOnWord(_ word: UnsafeMutablePointer<UInt32>, while expected: UInt32,
+                                   before deadline: Deadline) throws(SystemCallError) -> Bool {
+        do {
+            try systemCall("futex(WAIT_BITSET)") { clinux_futex_wait(word, expected, deadline.rawValue) }
+            return true
+        } catch where error.errno == ETIMEDOUT {
+            return false
+        } catch where error.code == .again {
+            return true
+        }
+    }
+
+    /// Wakes one thread sleeping on `word` in `waitOnWord` (every one with `all`); returns
+    /// how many woke.
+    @inlinable @inline(__always) @discardableResult
+    package static func wakeWord(_ word: UnsafeMutablePointer<UInt32>, all: Bool = false) -> Int {
+        Int((try? systemCall("futex(WAKE)") { all ? clinux_futex_wake_all(word) : clinux_futex_wake(word) }) ?? 0)
+    }
+}
