@@ -36,7 +36,6 @@ extension Kernel {
     /// (`wakeWord`) or `deadline` passes. Returns false at the deadline; true when woken or
     /// when the word no longer held `expected` (the caller reads it again: a wake-up may be
     /// spurious). Interrupted sleeps go on.
-    @inlinable @inline(__always)
     package static func waitOnWord(_ word: UnsafeMutablePointer<UInt32>, while expected: UInt32,
                                    before deadline: Deadline) throws(SystemCallError) -> Bool {
         do {
@@ -51,7 +50,7 @@ extension Kernel {
 
     /// Wakes one thread sleeping on `word` in `waitOnWord` (every one with `all`); returns
     /// how many woke.
-    @inlinable @inline(__always) @discardableResult
+    @discardableResult
     package static func wakeWord(_ word: UnsafeMutablePointer<UInt32>, all: Bool = false) -> Int {
         Int((try? systemCall("futex(WAKE)") { all ? clinux_futex_wake_all(word) : clinux_futex_wake(word) }) ?? 0)
     }
