@@ -11,14 +11,7 @@ extension Kernel {
     /// reads it again: a wake-up may be spurious). Interrupted sleeps go on.
     package static func waitOnSharedWord(_ word: UnsafeMutablePointer<UInt32>, while expected: UInt32,
                                          before deadline: Deadline) throws(SystemCallError) -> Bool {
-        do {
-            try systemCall("futex(WAIT_BITSET, shared)") { clinux_futex_wait_shared(word, expected, deadline.rawValue) }
-            return true
-        } catch where error.errno == ETIMEDOUT {
-            return false
-        } catch where error.code == .again {
-            return true
-        }
+        try futexWait("futex(WAIT_BITSET, shared)") { clinux_futex_wait_shared(word, expected, deadline.rawValue) }
     }
 
     /// Wakes every thread sleeping on `word` in `waitOnSharedWord`, in any process; returns
@@ -38,14 +31,7 @@ extension Kernel {
     /// spurious). Interrupted sleeps go on.
     package static func waitOnWord(_ word: UnsafeMutablePointer<UInt32>, while expected: UInt32,
                                    before deadline: Deadline) throws(SystemCallError) -> Bool {
-        do {
-            try systemCall("futex(WAIT_BITSET)") { clinux_futex_wait(word, expected, deadline.rawValue) }
-            return true
-        } catch where error.errno == ETIMEDOUT {
-            return false
-        } catch where error.code == .again {
-            return true
-        }
+        try futexWait("futex(WAIT_BITSET)") { clinux_futex_wait(word, expected, deadline.rawValue) }
     }
 
     /// Wakes one thread sleeping on `word` in `waitOnWord` (every one with `all`); returns
@@ -53,5 +39,21 @@ extension Kernel {
     @discardableResult
     package static func wakeWord(_ word: UnsafeMutablePointer<UInt32>, all: Bool = false) -> Int {
         Int((try? systemCall("futex(WAKE)") { all ? clinux_futex_wake_all(word) : clinux_futex_wake(word) }) ?? 0)
+    }
+}
+
+extension Kernel {
+    /// A futex wait's outcome, as both kinds of word report it: false at the deadline
+    /// (`ETIMEDOUT`), true when woken or when the word no longer held the value (`EAGAIN`).
+    @inline(__always)
+    private static func futexWait(_ call: String, _ wait: () -> Int32) throws(SystemCallError) -> Bool {
+        do {
+            try systemCall(call, wait)
+            return true
+        } catch where error.errno == ETIMEDOUT {
+            return false
+        } catch where error.code == .again {
+            return true
+        }
     }
 }
