@@ -29,9 +29,6 @@ package struct OnceGate: ~Copyable, @unchecked Sendable {
         word.deallocate()
     }
 
-    /// Whether `open()` was called.
-    package var isOpen: Bool { word.pointee.load(ordering: .acquiring) == Self.opened }
-
     /// Opens the gate and wakes every waiter. Once.
     package func open() {
         if word.pointee.exchange(Self.opened, ordering: .acquiringAndReleasing) == Self.waited {

@@ -239,7 +239,7 @@ final class PortConnection: PortBasedSource, WireReceiver {
             sent = false
         }
         if sent {
-            loop?.sentOnPortSource(self)
+            self.sent()
         } else {
             PortConnection.cancelsNotSent.add(1, ordering: .relaxed)
             lostACancel = true
