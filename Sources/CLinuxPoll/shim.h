@@ -134,6 +134,61 @@ static inline int clinux_futex_wake_shared(uint32_t *word) {
     return (int)syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
+/// One word of a `clinux_futex_waitv` (the kernel's `struct futex_waitv`, Linux 5.16).
+struct clinux_futex_waitv {
+    uint64_t value;
+    uint64_t address;
+    uint32_t flags;
+    uint32_t reserved;
+};
+
+/// `FUTEX2_SIZE_U32` and `FUTEX2_PRIVATE` (`<linux/futex.h>`, 5.16): a 32-bit word, keyed
+/// by the memory (shared) or by this process (private).
+static const uint32_t clinux_futex2_shared_u32 = 0x02;
+static const uint32_t clinux_futex2_private_u32 = 0x02 | 128;
+
+/// Sleeps while every `words[i]` holds its value (`futex_waitv(2)`), until one is woken, or
+/// until `deadline_ns` on CLOCK_MONOTONIC (absolute; UINT64_MAX: none). Returns the index
+/// of the word woken, or -1 with errno ETIMEDOUT, EAGAIN (a word no longer held its
+/// value), EINTR, or ENOSYS (a kernel before 5.16).
+static inline int clinux_futex_waitv(struct clinux_futex_waitv *words, unsigned count, uint64_t deadline_ns) {
+    struct timespec deadline;
+    struct timespec *timeout = NULL;
+    if (deadline_ns != UINT64_MAX) {
+        deadline.tv_sec = (time_t)(deadline_ns / 1000000000u);
+        deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
+        timeout = &deadline;
+    }
+    // 449 on x86_64, aarch64 and every architecture with the generic table, where the
+    // headers are too old to name it; a kernel without it answers ENOSYS.
+#ifdef SYS_futex_waitv
+    return (int)syscall(SYS_futex_waitv, words, count, 0, timeout, CLOCK_MONOTONIC);
+#else
+    return (int)syscall(449, words, count, 0, timeout, CLOCK_MONOTONIC);
+#endif
+}
+
+/// Wakes one waiter of the word at `word`, in any process (a robust lock's protocol
+/// passes a single wake-up on). Returns how many woke.
+static inline int clinux_futex_wake_one_shared(uint32_t *word) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+#include <pthread.h>
+/// Makes `*mutex` a lock that threads of several processes take (`PTHREAD_PROCESS_SHARED`)
+/// and that the kernel releases, marked `FUTEX_OWNER_DIED`, when its holder thread ends
+/// (`PTHREAD_MUTEX_ROBUST`: the holder's robust list). Returns 0 or an errno value.
+static inline int clinux_robust_mutex_init(pthread_mutex_t *mutex) {
+    pthread_mutexattr_t attributes;
+    int result = pthread_mutexattr_init(&attributes);
+    if (result != 0) return result;
+    result = pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    if (result == 0) result = pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    if (result == 0) result = pthread_mutex_init(mutex, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+    return result;
+}
+
 #include <signal.h>
 #include <sys/wait.h>
 /// Opens a descriptor that refers to process `pid` and becomes readable when it exits
