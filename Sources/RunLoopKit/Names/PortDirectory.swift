@@ -25,7 +25,7 @@ final class PortDirectory: @unchecked Sendable {
     }
     /// The files of the names this process holds, removed at a normal exit (see
     /// `removeNamesAtExit`); protected by lock.
-    private var heldFiles: [String: (socket: String, lock: String)] = [:]
+    private var heldFiles: [String: (socket: String, lock: String, life: NameLife)] = [:]
     /// The process that installed the exit handler (0 before it is; set under lock). A
     /// child it forks inherits the handler, and must not remove its parent's names.
     private let exitHandlerProcess = Atomic<Int32>(0)
@@ -36,6 +36,8 @@ final class PortDirectory: @unchecked Sendable {
         let ipcAddress: PortAddress
         let socketPath: String
         let nameLock: NameLock
+        /// The page whose lock the owner thread holds while the port lives (`NameLife`).
+        let life: NameLife
 
         /// The descriptor side channel's socket beside the port's: `<dir>/<name>.fds`.
         var descriptorPath: String { Self.descriptorPath(ofSocket: socketPath) }
@@ -46,7 +48,8 @@ final class PortDirectory: @unchecked Sendable {
     }
 
     /// Takes `name` for a port: validates it, takes its lock (failing with `nameInUse` if a
-    /// live port anywhere holds it) and clears a dead owner's socket file.
+    /// live port anywhere holds it), makes its life page, whose lock the calling thread (the
+    /// port's owner) takes, and clears a dead owner's socket file.
     func reserve(_ name: String) throws(PortError) -> Registration {
         try PortName.validate(name)
         let directory = try RuntimeDirectory.path()
@@ -55,13 +58,20 @@ final class PortDirectory: @unchecked Sendable {
             throw .invalidName(name, reason: "too long for a socket path in \(directory)")
         }
         let nameLock = try NameLock(name: name, directory: directory)
+        let life: NameLife
+        do {
+            life = try NameLife(name: name, directory: directory)
+        } catch {
+            nameLock.release()
+            throw .system(error)
+        }
         _ = try? Kernel.unlink(Registration.descriptorPath(ofSocket: socketPath)) // a dead owner's side channel
         if (try? Kernel.unlink(socketPath)) != nil { // a dead owner's
             RunLoopKitLog.names.debug("stale name reclaimed: its dead owner's socket file was removed",
                                       metadata: ["name": "\(name)", "socket": "\(socketPath)"])
         }
         return Registration(name: name, ipcAddress: PortAddress(unchecked: "ipc://\(socketPath)"),
-                            socketPath: socketPath, nameLock: nameLock)
+                            socketPath: socketPath, nameLock: nameLock, life: life)
     }
 
     /// Makes a reserved name resolve to `inProcess` (once its socket is bound), then, last,
@@ -72,7 +82,7 @@ final class PortDirectory: @unchecked Sendable {
         lock.withLock {
             names[registration.name] = inProcess
             aliases[registration.ipcAddress] = inProcess
-            heldFiles[registration.name] = (registration.socketPath, registration.nameLock.path)
+            heldFiles[registration.name] = (registration.socketPath, registration.nameLock.path, registration.life)
             if exitHandlerProcess.load(ordering: .relaxed) == 0 {
                 exitHandlerProcess.store(getpid(), ordering: .relaxed)
                 atexit { PortDirectory.shared.removeNamesAtExit() }
@@ -80,25 +90,30 @@ final class PortDirectory: @unchecked Sendable {
         }
     }
 
-    /// At a normal exit (`exit`, or returning from `main`): removes the socket and lock
-    /// files of the names still held, since ports whose threads never tore them down (the
+    /// At a normal exit (`exit`, or returning from `main`): marks the life pages of the names
+    /// still held withdrawn (their watchers see them given back, not their owner dead), and
+    /// removes their socket, lock and life files, since ports whose threads never tore them down (the
     /// main thread's, whose thread-exit destructors never run) would otherwise leave them.
     /// A killed process leaves its names, which the next registration reclaims. A forked
     /// child's exit removes nothing: the names are its parent's, which still serves them.
     private func removeNamesAtExit() {
         // Read before the lock, which a thread that is not in a forked child may hold.
         guard exitHandlerProcess.load(ordering: .relaxed) == getpid() else { return }
-        for (socketPath, lockPath) in lock.withLock({ heldFiles.values }) {
+        for (socketPath, lockPath, life) in lock.withLock({ heldFiles.values }) {
+            life.withdraw()
+            _ = try? Kernel.unlink(life.path)
             _ = try? Kernel.unlink(socketPath) // already gone: nothing to remove
             _ = try? Kernel.unlink(Registration.descriptorPath(ofSocket: socketPath))
             _ = try? Kernel.unlink(lockPath)
         }
     }
 
-    /// Gives a name back: unpublishes it, removes its socket file and releases its lock.
-    /// In a child forked after the name was taken, only the child's copy of the lock's
-    /// descriptor is closed: the files and the lock are the parent's (`NameLock.release`).
+    /// Gives a name back: unpublishes it, marks its life page withdrawn and gives it back,
+    /// removes its socket file and releases its lock. In a child forked after the name was
+    /// taken, only the child's copies of the lock's descriptor and the page's mapping go:
+    /// the files and the locks are the parent's (`NameLock.release`, `NameLife.release`).
     func withdraw(_ registration: Registration) {
+        registration.life.release()
         lock.withLock {
             names[registration.name] = nil
             aliases[registration.ipcAddress] = nil
