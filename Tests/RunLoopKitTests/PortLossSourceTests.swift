@@ -66,6 +66,38 @@ final class PortLossSourceTests: XCTestCase {
         XCTAssertEqual(losses.withLock { $0 }, [.portInvalidated])
     }
 
+    /// `Tests/peers/life_watcher.py`, written from docs/wire-format.md ("Where named ports
+    /// live") with Python's standard library alone, on the owner's life page.
+    private func lifeWatcher(of port: RemotePort, ownerPID: pid_t) throws -> SpawnedProcess {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("peers/life_watcher.py").path
+        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
+        let name = String(socket.split(separator: "/").last!.dropLast(".sock".count))
+        return try SpawnedProcess(["/usr/bin/python3", script, "--runtime-dir", try RuntimeDirectory.path(),
+                                   "--name", name, "--pid", "\(ownerPID)"])
+    }
+
+    func testAWatcherWrittenFromTheWireFormatSeesTheOwnersDeathOnItsLifePage() throws {
+        let (owner, port) = try startOwner()
+        let watcher = try lifeWatcher(of: port, ownerPID: owner.pid)
+        XCTAssertTrue(watcher.waitForLine("ready"), watcher.stdout + watcher.stderr)
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertTrue(watcher.waitForLine("died"), watcher.stdout + watcher.stderr)
+        XCTAssertEqual(watcher.waitForExit(), .exited(0))
+        XCTAssertNotNil(owner.waitForExit())
+    }
+
+    func testAWatcherWrittenFromTheWireFormatSeesTheOwnerGiveItsPortBack() throws {
+        let (owner, port) = try startOwner()
+        let watcher = try lifeWatcher(of: port, ownerPID: owner.pid)
+        XCTAssertTrue(watcher.waitForLine("ready"), watcher.stdout + watcher.stderr)
+        XCTAssertEqual(kill(owner.pid, SIGUSR1), 0)
+        XCTAssertTrue(watcher.waitForLine("given back"), watcher.stdout + watcher.stderr)
+        XCTAssertEqual(watcher.waitForExit(), .exited(0))
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertNotNil(owner.waitForExit())
+    }
+
     func testAWatchInvalidatedBeforeItFiresNeverFiresAndLeavesNoDescriptor() throws {
         let (owner, port) = try startOwner()
         let loop = ThreadRunLoop.current
@@ -83,7 +115,7 @@ final class PortLossSourceTests: XCTestCase {
         loop.add(onLoop, to: .default)
         _ = loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: false)
         let watching = descriptorInventory()
-        XCTAssertEqual(watching.count, before.count + 4, describeNewDescriptors(before: before, after: watching))
+        XCTAssertEqual(watching.count, before.count + 2, describeNewDescriptors(before: before, after: watching))
         onLoop.invalidate()
         onNoLoop.invalidate()
         XCTAssertEqual(kill(owner.pid, SIGKILL), 0)

@@ -23,7 +23,7 @@ enum PeerDeathCase {
             distributions.metric(name, "us_p99", targets: [.atMost(1000)]) { $0.p99 },
         ]
         outcome.notes = ["\(name): the watcher's thread used \(Format.value(runLoopKit.cpuPerLoss / 1000)) µs of CPU per loss, "
-                         + "making the source included (pidfd, inotify watch, lock checks); none while it waits"]
+                         + "making the source included (pidfd, life page, lock checks); none while it waits"]
         return outcome
     }
 
@@ -54,13 +54,14 @@ enum PeerDeathCase {
         }
     }
 
-    /// Removes what a killed owner leaves in the runtime directory (its socket, lock and
-    /// descriptor side channel files).
+    /// Removes what a killed owner leaves in the runtime directory (its socket, lock, life
+    /// page and descriptor side channel files).
     static func removeFiles(of port: RemotePort) {
         let socket = String(port.address.rawValue.dropFirst("ipc://".count))
         unlink(socket)
         unlink(String(socket.dropLast(".sock".count)) + ".lock")
         unlink(String(socket.dropLast(".sock".count)) + ".fds")
+        unlink(String(socket.dropLast(".sock".count)) + ".life")
     }
 
     private static let serial = Atomic<Int>(0)

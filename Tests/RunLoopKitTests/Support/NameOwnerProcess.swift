@@ -18,7 +18,7 @@ extension XCTestCase {
         return owner
     }
 
-    /// Removes what a killed owner of `name` leaves (its socket and lock files) once the
+    /// Removes what a killed owner of `name` leaves (its socket, lock, side channel and life files) once the
     /// test ends. The block captures only paths: XCTest keeps its blocks until exit, and
     /// with them what they hold.
     func removeNameFilesAtTearDown(of name: String) throws {
@@ -27,6 +27,7 @@ extension XCTestCase {
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).sock")
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).lock")
             try? FileManager.default.removeItem(atPath: "\(directory)/\(name).fds")
+            try? FileManager.default.removeItem(atPath: "\(directory)/\(name).life")
         }
     }
 }
