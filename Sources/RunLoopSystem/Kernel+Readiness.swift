@@ -43,6 +43,21 @@ extension Kernel {
         return count == 1 && entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0
     }
 
+    /// Waits until `fd` is readable (`poll(2)`), or `deadline` passes: false then. For a
+    /// pidfd, until its process has ended.
+    package static func waitUntilReadable(_ fd: Int32, before deadline: Deadline) throws(SystemCallError) -> Bool {
+        while true {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let now = Deadline.now().rawValue
+            guard now < deadline.rawValue else { return try isReadable(fd) }
+            let milliseconds = Int32(clamping: (deadline.rawValue - now + 999_999) / 1_000_000)
+            if try systemCall("poll", { poll(&entry, 1, milliseconds) }) == 1,
+               entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                return true
+            }
+        }
+    }
+
     /// `timerfd_create(2)` on `CLOCK_MONOTONIC` (`Deadline`'s clock), non-blocking and
     /// close-on-exec, disarmed: readable once armed and expired.
     package static func timerDescriptor() throws(SystemCallError) -> Int32 {

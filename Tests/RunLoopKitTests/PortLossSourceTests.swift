@@ -15,8 +15,16 @@ final class PortLossSourceTests: XCTestCase {
     /// In the owner process (`startOwner`): SIGUSR1 invalidates the port ("invalidated").
     override func setUp() {
         super.setUp()
-        serveNameOwnerInChild(PortLossSourceTests.ownerVariable) { _, port in
-            [try SignalSource(.user1) { _ in
+        serveNameOwnerInChild(PortLossSourceTests.ownerVariable) { name, port in
+            if name.hasPrefix("loss-heavy-") {
+                // 64 MiB written in 4 KiB pages (no huge pages, which unmap at once): some
+                // milliseconds for the kernel to unmap once the owner is killed.
+                let bytes = 64 << 20
+                let memory = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)!
+                _ = madvise(memory, bytes, 15) // MADV_NOHUGEPAGE
+                memset(memory, 1, bytes)
+            }
+            return [try SignalSource(.user1) { _ in
                 port.invalidate()
                 print("invalidated")
                 fflush(nil)
@@ -26,8 +34,8 @@ final class PortLossSourceTests: XCTestCase {
 
     /// Starts an owner of a fresh name in another process (see `startNameOwner`) and returns
     /// it once its port is registered, with the port as another process sees it.
-    private func startOwner(file: StaticString = #filePath, line: UInt = #line) throws -> (SpawnedProcess, RemotePort) {
-        let name = "loss-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    private func startOwner(heavy: Bool = false, file: StaticString = #filePath, line: UInt = #line) throws -> (SpawnedProcess, RemotePort) {
+        let name = "loss-\(heavy ? "heavy-" : "")\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let owner = try startNameOwner(name, variable: PortLossSourceTests.ownerVariable,
                                        test: "testAPortItsOwnerInvalidatesFiresWithPortInvalidated", file: file, line: line)
         return (owner, try RemotePort(named: name))
@@ -47,6 +55,32 @@ final class PortLossSourceTests: XCTestCase {
         XCTAssertEqual(losses.withLock { $0 }, [.ownerDied])
         XCTAssertFalse(source.isValid)
         XCTAssertFalse(ThreadRunLoop.current.contains(source, in: .default))
+    }
+
+    func testAHandlerTakesOverTheNameOfAnOwnerItHeardDie() throws {
+        // Heard on the life page, the death comes before the kernel has ended the owner
+        // (here one with 64 MiB to unmap) and released its name's lock: taking the name
+        // over there must still work.
+        let (owner, port) = try startOwner(heavy: true)
+        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
+        let name = String(socket.split(separator: "/").last!.dropLast(".sock".count))
+        let outcome = LockedValue<String?>(nil)
+        let successor = LockedValue<LocalPort?>(nil)
+        let source = try PortLossSource(watching: port) { loss in
+            do {
+                let port = try LocalPort(name: name)
+                successor.withLock { $0 = port }
+                outcome.withLock { $0 = "\(loss): taken over" }
+            } catch {
+                outcome.withLock { $0 = "\(loss): \(error)" }
+            }
+        }
+        ThreadRunLoop.current.add(source, to: .default)
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertTrue(runCurrentLoop { outcome.withLock { $0 } != nil }, "the owner's death was not seen")
+        XCTAssertEqual(outcome.withLock { $0 }, "its owner process died: taken over")
+        successor.withLock { $0?.invalidate() }
+        XCTAssertNotNil(owner.waitForExit())
     }
 
     func testAPortItsOwnerInvalidatesFiresWithPortInvalidated() throws {

@@ -23,7 +23,8 @@ final class NameLock {
     private let processID: pid_t
 
     /// Takes the lock for `name`, emptying the file (see `announceOwner()`); `nameInUse` if a
-    /// live process holds it.
+    /// live process holds it. A holder whose life page says it died (killed, its lock not yet
+    /// freed by the kernel) is waited for, up to `dyingHolderWait`.
     init(name: String, directory: String) throws(PortError) {
         let path = "\(directory)/\(name).lock"
         self.path = path
@@ -44,6 +45,7 @@ final class NameLock {
             guard locked else {
                 let holder = NameLock.writtenPID(fd)
                 Kernel.close(fd)
+                if let holder, NameLock.awaitDyingHolder(holder, lifePath: "\(directory)/\(name).life") { continue }
                 throw .nameInUse(name, holder: holder)
             }
             if NameLock.stillNamesFile(path: path, fd: fd) {
@@ -56,6 +58,28 @@ final class NameLock {
         // A dead owner's pid goes at once: until `announceOwner()` the file is empty, so
         // that no watcher takes the previous owner's pid, or the name, for a live port's.
         _ = try? Kernel.overwrite(fd, with: [])
+    }
+
+    /// How long a registration waits for a holder its life page says died to end (the kernel
+    /// releases the lock only then, after it has unmapped the process: milliseconds for most,
+    /// longer for a process of gigabytes), before it gives up with `nameInUse`.
+    static let dyingHolderWait = Duration.seconds(1)
+
+    /// Whether `holder`, whose life page says its port's thread died holding the name, has
+    /// ended within `dyingHolderWait`, so that its lock is free: a `PortLossSource` tells of
+    /// the death from the page before that, and its handler may take the name over.
+    private static func awaitDyingHolder(_ holder: pid_t, lifePath: String) -> Bool {
+        guard let page = NameLife.watch(path: lifePath, ownerPID: holder) else { return false }
+        defer { page.unmap() }
+        guard page.reading == .ownerDied else { return false }
+        let pidfd: Int32
+        do {
+            pidfd = try Kernel.processDescriptor(holder)
+        } catch {
+            return error.code == .noSuchProcess // reaped already: ended
+        }
+        defer { Kernel.close(pidfd) }
+        return (try? Kernel.waitUntilReadable(pidfd, before: .after(dyingHolderWait))) ?? false
     }
 
     /// Writes our pid into the lock file: the last step of a registration, once the port's

@@ -35,13 +35,16 @@ public enum PortLoss: Sendable, Equatable, CustomStringConvertible {
 /// watches, and only while there are some) and signals the source. A pidfd of the owner
 /// process (`pidfd_open`) backs it: readable once the process has ended, which for a
 /// process of Swift's size is a millisecond or more later (`runloopkit-bench --case
-/// peer-death`). The invalidation is seen on the life page too, which the owner marks
-/// withdrawn before it gives the name back, and through an inotify watch of the name's lock
-/// file, which it then unlinks. An owner without a life page (a foreign peer, an older
-/// RunLoopKit) is watched through the pidfd and inotify alone. Nothing polls: the source
-/// holds those two descriptors, costs nothing while idle, and closes both when it fires
-/// (after its handler returns) or is invalidated. Closing an inotify descriptor waits for
-/// the kernel's SRCU grace period: that close can hold the loop's thread for some milliseconds.
+/// peer-death`). The handler may register the port's name at once: the dying owner holds
+/// the name's lock until the kernel has ended it, and a registration waits for that (up to
+/// a second) when the owner's life page says it died. The owner marks the page withdrawn
+/// before it gives the name back, which tells the invalidation. An owner without a life
+/// page (a foreign peer, an older RunLoopKit) is watched through the pidfd and an inotify
+/// watch of the name's lock file, which the owner unlinks when it gives the name back.
+/// Nothing polls: the source holds the pidfd (and the inotify descriptor), costs nothing
+/// while idle, and closes them when it fires (after its handler returns) or is
+/// invalidated. Closing an inotify descriptor waits for the kernel's SRCU grace period:
+/// that close can hold the loop's thread for some milliseconds.
 ///
 /// The owner is proven, not taken on trust: the pid comes from the name's lock file, and
 /// the source pins that process (a pidfd refers to the process, never to a later one with
