@@ -83,6 +83,28 @@ final class PortLossSourceTests: XCTestCase {
         XCTAssertNotNil(owner.waitForExit())
     }
 
+    func testANameLookedUpInTheHandlerOfItsOwnersDeathIsNotFound() throws {
+        // The dying owner (64 MiB to unmap) still holds the name's lock when the handler
+        // runs: its life page, not the lock, says whether it lives.
+        let (owner, port) = try startOwner(heavy: true)
+        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
+        let name = String(socket.split(separator: "/").last!.dropLast(".sock".count))
+        let outcome = LockedValue<String?>(nil)
+        let source = try PortLossSource(watching: port) { _ in
+            do {
+                _ = try RemotePort(named: name)
+                outcome.withLock { $0 = "found" }
+            } catch {
+                outcome.withLock { $0 = "\(error)" }
+            }
+        }
+        ThreadRunLoop.current.add(source, to: .default)
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
+        XCTAssertTrue(runCurrentLoop { outcome.withLock { $0 } != nil }, "the owner's death was not seen")
+        XCTAssertEqual(outcome.withLock { $0 }, "\(PortError.nameNotFound(name))")
+        XCTAssertNotNil(owner.waitForExit())
+    }
+
     func testAPortItsOwnerInvalidatesFiresWithPortInvalidated() throws {
         let (owner, port) = try startOwner()
         let losses = LockedValue<[PortLoss]>([])

@@ -60,6 +60,15 @@ final class NameLock {
         _ = try? Kernel.overwrite(fd, with: [])
     }
 
+    /// Whether the life page at `lifePath` says that `holder`, which still holds a name's
+    /// lock, died holding it: killed, and not yet ended by the kernel, which frees the lock
+    /// only then. Such a holder is no live owner: a name it holds is free in a moment.
+    static func holderDied(_ holder: pid_t, lifePath: String) -> Bool {
+        guard let page = NameLife.watch(path: lifePath, ownerPID: holder) else { return false }
+        defer { page.unmap() }
+        return page.reading == .ownerDied
+    }
+
     /// How long a registration waits for a holder its life page says died to end (the kernel
     /// releases the lock only then, after it has unmapped the process: milliseconds for most,
     /// longer for a process of gigabytes), before it gives up with `nameInUse`.
@@ -69,9 +78,7 @@ final class NameLock {
     /// ended within `dyingHolderWait`, so that its lock is free: a `PortLossSource` tells of
     /// the death from the page before that, and its handler may take the name over.
     private static func awaitDyingHolder(_ holder: pid_t, lifePath: String) -> Bool {
-        guard let page = NameLife.watch(path: lifePath, ownerPID: holder) else { return false }
-        defer { page.unmap() }
-        guard page.reading == .ownerDied else { return false }
+        guard holderDied(holder, lifePath: lifePath) else { return false }
         let pidfd: Int32
         do {
             pidfd = try Kernel.processDescriptor(holder)
@@ -103,7 +110,7 @@ final class NameLock {
     }
 
     /// The pid of the live owner of `name`'s lock, or nil when no live process holds it
-    /// (no lock file, or nobody holds its lock). Throws when the file cannot be tested
+    /// (no lock file, nobody holds its lock, or its holder's life page says it died). Throws when the file cannot be tested
     /// (`EMFILE` at the descriptor limit, `EACCES`): that says nothing of an owner.
     static func liveOwner(name: String, directory: String) throws(SystemCallError) -> pid_t? {
         let fd: Int32
@@ -114,11 +121,13 @@ final class NameLock {
         }
         defer { Kernel.close(fd) }
         guard try Kernel.isLockedByAnother(fd) else { return nil }
-        return writtenPID(fd) ?? -1 // -1: alive, pid not yet written
+        guard let pid = writtenPID(fd) else { return -1 } // alive, pid not yet written
+        return holderDied(pid, lifePath: "\(directory)/\(name).life") ? nil : pid
     }
 
     /// Whether a live process holds the lock file at `path`: false if there is no such file
-    /// (its owner gave the name back) or nobody holds its lock (its owner died). Throws when
+    /// (its owner gave the name back), nobody holds its lock (its owner died) or its holder's
+    /// life page says it died (the kernel has yet to free the lock). Throws when
     /// the file cannot be tested (`EMFILE`, `EACCES`): that says nothing of an owner.
     static func isHeld(path: String) throws(SystemCallError) -> Bool {
         let fd: Int32
@@ -128,7 +137,9 @@ final class NameLock {
             return false
         }
         defer { Kernel.close(fd) }
-        return try Kernel.isLockedByAnother(fd)
+        guard try Kernel.isLockedByAnother(fd) else { return false }
+        guard let pid = writtenPID(fd) else { return true }
+        return !holderDied(pid, lifePath: String(path.dropLast(".lock".count)) + ".life")
     }
 
     /// The pid the last owner of `name` wrote into its lock file, read without taking or
