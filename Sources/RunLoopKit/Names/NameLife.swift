@@ -140,9 +140,7 @@ extension NameLife {
     static func watch(path: String, ownerPID: pid_t) -> Page? {
         guard let fd = try? Kernel.open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW) else { return nil }
         defer { Kernel.close(fd) }
-        guard let status = try? Kernel.status(fd), status.st_mode & S_IFMT == S_IFREG,
-              status.st_size == Self.size, status.st_uid == geteuid(),
-              let mapping = try? Kernel.mapForReadingAndWriting(fd, count: Self.size) else { return nil }
+        guard isPage(fd), let mapping = try? Kernel.mapForReadingAndWriting(fd, count: Self.size) else { return nil }
         let page = Page(mapping)
         guard page.load(Page.magicOffset) == Self.magic, page.load(Page.versionOffset) == Self.version,
               page.load(Page.pidOffset) == UInt32(bitPattern: ownerPID) else {
@@ -150,6 +148,44 @@ extension NameLife {
             return nil
         }
         return page
+    }
+}
+
+extension NameLife {
+    /// What the page at `path` says of `ownerPID` now, read once without mapping it (a
+    /// mapping's undoing costs every thread of this process a TLB flush): nil when there is
+    /// no such page of that process.
+    static func reading(path: String, ownerPID: pid_t) -> Reading? {
+        guard let fd = try? Kernel.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) else { return nil }
+        defer { Kernel.close(fd) }
+        guard isPage(fd) else { return nil }
+        var fields = [UInt32](repeating: 0, count: 20) // bytes 0-79
+        let count = fields.withUnsafeMutableBytes { (try? Kernel.pread(fd, into: $0, at: 0)) ?? 0 }
+        guard count == 80, fields[Page.magicOffset / 4] == magic, fields[Page.versionOffset / 4] == version,
+              fields[Page.pidOffset / 4] == UInt32(bitPattern: ownerPID) else { return nil }
+        return Reading(state: fields[Page.stateOffset / 4], word: fields[Page.lockOffset / 4])
+    }
+
+    /// Whether `fd` is a page this layout can be: a regular file of this user's, one page long.
+    private static func isPage(_ fd: Int32) -> Bool {
+        guard let status = try? Kernel.status(fd) else { return false }
+        return status.st_mode & S_IFMT == S_IFREG && status.st_size == size && status.st_uid == geteuid()
+    }
+}
+
+extension NameLife.Reading {
+    /// What a page's state and lock word say.
+    init(state: UInt32, word: UInt32) {
+        if state != NameLife.State.live.rawValue {
+            self = .withdrawn
+        } else if word & Kernel.robustOwnerDied != 0 {
+            self = .ownerDied
+        } else if word & Kernel.robustThreadMask == 0 {
+            // Released without a withdrawal: only a process that broke the protocol does it.
+            self = .withdrawn
+        } else {
+            self = .live(word: word)
+        }
     }
 }
 
@@ -195,12 +231,8 @@ extension NameLife {
 
         /// What the page says now.
         var reading: Reading {
-            guard load(Self.stateOffset) == State.live.rawValue else { return .withdrawn }
-            let word = load(Self.lockOffset)
-            if word & Kernel.robustOwnerDied != 0 { return .ownerDied }
-            // Released without a withdrawal: only a process that broke the protocol does it.
-            if word & Kernel.robustThreadMask == 0 { return .withdrawn }
-            return .live(word: word)
+            let state = load(Self.stateOffset) // first: a withdrawal is marked before the release
+            return Reading(state: state, word: load(Self.lockOffset))
         }
 
         func unmap() {

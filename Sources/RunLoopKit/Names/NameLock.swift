@@ -64,9 +64,7 @@ final class NameLock {
     /// lock, died holding it: killed, and not yet ended by the kernel, which frees the lock
     /// only then. Such a holder is no live owner: a name it holds is free in a moment.
     static func holderDied(_ holder: pid_t, lifePath: String) -> Bool {
-        guard let page = NameLife.watch(path: lifePath, ownerPID: holder) else { return false }
-        defer { page.unmap() }
-        return page.reading == .ownerDied
+        NameLife.reading(path: lifePath, ownerPID: holder) == .ownerDied
     }
 
     /// How long a registration waits for a holder its life page says died to end (the kernel
