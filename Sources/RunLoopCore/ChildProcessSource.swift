@@ -1,5 +1,4 @@
 import RunLoopSystem
-import CLinuxPoll
 import Glibc
 
 /// How a child process ended.
@@ -126,24 +125,20 @@ public final class ChildProcessSource: @unchecked Sendable {
     // MARK: - On the loop's thread
 
     private func pidfdReady(_ pidfd: Int32) {
-        var info = siginfo_t()
         do {
-            try systemCall("waitid(P_PIDFD)") { clinux_waitid_pidfd(pidfd, &info) }
+            // Readable means it ended; no end collected would mean it has not (never, for a pidfd).
+            if let ended = try Kernel.collectChild(pidfd: pidfd) { finish(ChildProcessSource.exit(from: ended)) }
         } catch {
-            return finish(.statusUnavailable(error))
+            finish(.statusUnavailable(error))
         }
-        // Readable means it ended; a zero pid would mean it has not (never, for a pidfd).
-        if clinux_siginfo_pid(&info) != 0 { finish(ChildProcessSource.exit(from: &info)) }
     }
 
     private func childSignalled() {
-        var info = siginfo_t()
         do {
-            try systemCall("waitid(P_PID)") { clinux_waitid_pid(pid, &info) }
+            if let ended = try Kernel.collectChild(pid: pid), ended.pid == pid { finish(ChildProcessSource.exit(from: ended)) }
         } catch {
-            return finish(.statusUnavailable(error))
+            finish(.statusUnavailable(error))
         }
-        if clinux_siginfo_pid(&info) == pid { finish(ChildProcessSource.exit(from: &info)) }
     }
 
     private func finish(_ exit: ChildExit) {
@@ -153,12 +148,11 @@ public final class ChildProcessSource: @unchecked Sendable {
         handler?(exit)
     }
 
-    private static func exit(from info: inout siginfo_t) -> ChildExit {
-        let status = clinux_siginfo_status(&info)
-        switch clinux_siginfo_code(&info) {
-        case Int32(CLD_EXITED): return .exited(status)
-        case Int32(CLD_DUMPED): return .signalled(status, coreDumped: true)
-        default: return .signalled(status, coreDumped: false)
+    private static func exit(from ended: EndedChild) -> ChildExit {
+        switch ended.code {
+        case Int32(CLD_EXITED): .exited(ended.status)
+        case Int32(CLD_DUMPED): .signalled(ended.status, coreDumped: true)
+        default: .signalled(ended.status, coreDumped: false)
         }
     }
 }

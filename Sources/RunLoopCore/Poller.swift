@@ -220,7 +220,7 @@ package final class Poller: @unchecked Sendable {
     @inline(never)
     private func setFineTimerSlack() {
         hasFineTimerSlack = true
-        _ = clinux_set_timer_slack(1_000)
+        try? Kernel.setTimerSlack(.microseconds(1)) // EINVAL only for a negative slack
     }
 
     /// Sets `sleeping` if no wake-up is pending; returns whether it did.

@@ -1,5 +1,4 @@
 import RunLoopSystem
-import CLinuxPoll
 import Glibc
 import Synchronization
 
@@ -140,7 +139,7 @@ public final class ThreadRunLoop: @unchecked Sendable {
         return key
     }()
 
-    static var isMainThread: Bool { getpid() == clinux_gettid() }
+    static var isMainThread: Bool { getpid() == Kernel.threadID() }
 
     /// Whether the calling thread is this loop's thread.
     public var isOwnerThread: Bool {

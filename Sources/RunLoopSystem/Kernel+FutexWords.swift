@@ -123,6 +123,4 @@ extension Kernel {
         guard rc == 0 else { throw SystemCallError(call: "pthread_mutex_unlock(robust)", errno: rc) }
     }
 
-    /// The calling thread's kernel id (`gettid(2)`): what a robust lock's word holds.
-    package static func threadID() -> pid_t { clinux_gettid() }
 }

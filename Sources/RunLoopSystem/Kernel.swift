@@ -189,4 +189,15 @@ package enum Kernel {
         try systemCall("fcntl(F_OFD_GETLK)") { clinux_ofd_lock(fd, 1, 1, &held) }
         return held != 0
     }
+
+    /// The calling thread's kernel id (`gettid(2)`, which cannot fail): the process's id on
+    /// its main thread, and what a robust lock's word holds.
+    package static func threadID() -> pid_t { clinux_gettid() }
+
+    /// Sets the calling thread's timer slack (`prctl(PR_SET_TIMERSLACK)`): how much later
+    /// than asked the kernel may end its timed sleeps, to batch wake-ups (50 µs by default).
+    package static func setTimerSlack(_ slack: Duration) throws(SystemCallError) {
+        let nanoseconds = UInt(clamping: slack.components.seconds * 1_000_000_000 + slack.components.attoseconds / 1_000_000_000)
+        _ = try systemCall("prctl(PR_SET_TIMERSLACK)") { clinux_set_timer_slack(nanoseconds) }
+    }
 }
