@@ -2,7 +2,7 @@ import Atomics
 import RunLoopSystem
 import Glibc
 
-/// A named port's life word: `<name>.life`, one page that its owner maps and holds a robust
+/// A named port's life page: `<name>.life`, one page that its owner maps and holds a robust
 /// lock in for as long as the port lives, taken by the port's owner thread. The kernel
 /// releases that lock, marked owner-died, the moment the thread ends killed or crashed,
 /// before it tears the process down: a watcher sleeping on the word (`PortLossSource`)
@@ -18,7 +18,7 @@ import Glibc
 /// 72 the state (1 live, 2 withdrawn) and at 76 the owner's pid, each 32 bits in the
 /// machine's byte order (little-endian wherever RunLoopKit runs).
 /// The owner writes it whole under a temporary name and renames it into place, so that a
-/// watcher never maps a page half made, and never makes an existing one shorter (a mapping
+/// watcher never maps a page half made; it never makes an existing page shorter (a mapping
 /// of a file cut short faults).
 final class NameLife: @unchecked Sendable {
     static let size = 4096
