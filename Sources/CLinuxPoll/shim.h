@@ -94,18 +94,22 @@ static inline int clinux_deny_system_call_for_tests(long nr, int errno_value) {
 #include <linux/futex.h>
 #include <stdint.h>
 #include <time.h>
+/// `deadline_ns` (absolute nanoseconds on CLOCK_MONOTONIC) in `*deadline`, returned; NULL
+/// for UINT64_MAX, no deadline: what a futex call takes as its timeout.
+static inline struct timespec *clinux_deadline(uint64_t deadline_ns, struct timespec *deadline) {
+    if (deadline_ns == UINT64_MAX) return NULL;
+    deadline->tv_sec = (time_t)(deadline_ns / 1000000000u);
+    deadline->tv_nsec = (long)(deadline_ns % 1000000000u);
+    return deadline;
+}
+
 /// Sleeps while `*word == expected` (`FUTEX_WAIT_BITSET`, process-private), until woken,
 /// or until `deadline_ns` on CLOCK_MONOTONIC (absolute nanoseconds; UINT64_MAX: no
 /// deadline). Returns 0 when woken (maybe spuriously), -1 with errno ETIMEDOUT, EAGAIN
 /// (the word no longer held `expected`) or EINTR.
 static inline int clinux_futex_wait_operation(uint32_t *word, uint32_t expected, uint64_t deadline_ns, int operation) {
     struct timespec deadline;
-    struct timespec *timeout = NULL;
-    if (deadline_ns != UINT64_MAX) {
-        deadline.tv_sec = (time_t)(deadline_ns / 1000000000u);
-        deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
-        timeout = &deadline;
-    }
+    struct timespec *timeout = clinux_deadline(deadline_ns, &deadline);
     return (int)syscall(SYS_futex, word, operation, expected, timeout, NULL, FUTEX_BITSET_MATCH_ANY);
 }
 
@@ -153,12 +157,7 @@ static const uint32_t clinux_futex2_private_u32 = 0x02 | 128;
 /// value), EINTR, or ENOSYS (a kernel before 5.16).
 static inline int clinux_futex_waitv(struct clinux_futex_waitv *words, unsigned count, uint64_t deadline_ns) {
     struct timespec deadline;
-    struct timespec *timeout = NULL;
-    if (deadline_ns != UINT64_MAX) {
-        deadline.tv_sec = (time_t)(deadline_ns / 1000000000u);
-        deadline.tv_nsec = (long)(deadline_ns % 1000000000u);
-        timeout = &deadline;
-    }
+    struct timespec *timeout = clinux_deadline(deadline_ns, &deadline);
     // 449 on x86_64, aarch64 and every architecture with the generic table, where the
     // headers are too old to name it; a kernel without it answers ENOSYS.
 #ifdef SYS_futex_waitv

@@ -61,48 +61,50 @@ final class PortLossSourceTests: XCTestCase {
         // Heard on the life page, the death comes before the kernel has ended the owner
         // (here one with 64 MiB to unmap) and released its name's lock: taking the name
         // over there must still work.
-        let (owner, port) = try startOwner(heavy: true)
-        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
-        let name = String(socket.split(separator: "/").last!.dropLast(".sock".count))
-        let outcome = LockedValue<String?>(nil)
         let successor = LockedValue<LocalPort?>(nil)
-        let source = try PortLossSource(watching: port) { loss in
-            do {
-                let port = try LocalPort(name: name)
-                successor.withLock { $0 = port }
-                outcome.withLock { $0 = "\(loss): taken over" }
-            } catch {
-                outcome.withLock { $0 = "\(loss): \(error)" }
-            }
+        let (outcome, _) = try outcomeOfAHandlerAtAHeavyOwnersDeath { loss, name in
+            let port = try LocalPort(name: name)
+            successor.withLock { $0 = port }
+            return "\(loss): taken over"
         }
-        ThreadRunLoop.current.add(source, to: .default)
-        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
-        XCTAssertTrue(runCurrentLoop { outcome.withLock { $0 } != nil }, "the owner's death was not seen")
-        XCTAssertEqual(outcome.withLock { $0 }, "its owner process died: taken over")
+        XCTAssertEqual(outcome, "its owner process died: taken over")
         successor.withLock { $0?.invalidate() }
-        XCTAssertNotNil(owner.waitForExit())
     }
 
     func testANameLookedUpInTheHandlerOfItsOwnersDeathIsNotFound() throws {
         // The dying owner (64 MiB to unmap) still holds the name's lock when the handler
         // runs: its life page, not the lock, says whether it lives.
-        let (owner, port) = try startOwner(heavy: true)
-        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
-        let name = String(socket.split(separator: "/").last!.dropLast(".sock".count))
+        let (outcome, name) = try outcomeOfAHandlerAtAHeavyOwnersDeath { _, name in
+            _ = try RemotePort(named: name)
+            return "found"
+        }
+        XCTAssertEqual(outcome, "\(PortError.nameNotFound(name))")
+    }
+
+    /// Runs `body` in the handler of a watch of a heavy owner (64 MiB to unmap) killed by
+    /// `SIGKILL`, with the loss and the port's name; returns what it returned, or the error
+    /// it threw, described (nil if the death was not seen), and the name.
+    private func outcomeOfAHandlerAtAHeavyOwnersDeath(_ body: @escaping (PortLoss, String) throws -> String,
+                                                       file: StaticString = #filePath,
+                                                       line: UInt = #line) throws -> (String?, name: String) {
+        let (owner, port) = try startOwner(heavy: true, file: file, line: line)
+        let name = Self.name(of: port)
         let outcome = LockedValue<String?>(nil)
-        let source = try PortLossSource(watching: port) { _ in
-            do {
-                _ = try RemotePort(named: name)
-                outcome.withLock { $0 = "found" }
-            } catch {
-                outcome.withLock { $0 = "\(error)" }
-            }
+        let source = try PortLossSource(watching: port) { loss in
+            let said: String
+            do { said = try body(loss, name) } catch { said = "\(error)" }
+            outcome.withLock { $0 = said }
         }
         ThreadRunLoop.current.add(source, to: .default)
-        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
-        XCTAssertTrue(runCurrentLoop { outcome.withLock { $0 } != nil }, "the owner's death was not seen")
-        XCTAssertEqual(outcome.withLock { $0 }, "\(PortError.nameNotFound(name))")
-        XCTAssertNotNil(owner.waitForExit())
+        XCTAssertEqual(kill(owner.pid, SIGKILL), 0, file: file, line: line)
+        XCTAssertTrue(runCurrentLoop { outcome.withLock { $0 } != nil }, "the owner's death was not seen", file: file, line: line)
+        XCTAssertNotNil(owner.waitForExit(), file: file, line: line)
+        return (outcome.withLock { $0 }, name)
+    }
+
+    /// The name of a named port, from its ipc address (`ipc://<dir>/<name>.sock`).
+    private static func name(of port: RemotePort) -> String {
+        String(port.address.rawValue.split(separator: "/").last!.dropLast(".sock".count))
     }
 
     func testAPortItsOwnerInvalidatesFiresWithPortInvalidated() throws {
@@ -127,10 +129,8 @@ final class PortLossSourceTests: XCTestCase {
     private func lifeWatcher(of port: RemotePort, ownerPID: pid_t) throws -> SpawnedProcess {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("peers/life_watcher.py").path
-        let socket = String(port.address.rawValue.dropFirst("ipc://".count))
-        let name = String(socket.split(separator: "/").last!.dropLast(".sock".count))
         return try SpawnedProcess(["/usr/bin/python3", script, "--runtime-dir", try RuntimeDirectory.path(),
-                                   "--name", name, "--pid", "\(ownerPID)"])
+                                   "--name", Self.name(of: port), "--pid", "\(ownerPID)"])
     }
 
     func testAWatcherWrittenFromTheWireFormatSeesTheOwnersDeathOnItsLifePage() throws {
