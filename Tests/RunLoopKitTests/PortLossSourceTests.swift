@@ -134,24 +134,23 @@ final class PortLossSourceTests: XCTestCase {
     }
 
     func testAWatcherWrittenFromTheWireFormatSeesTheOwnersDeathOnItsLifePage() throws {
-        let (owner, port) = try startOwner()
-        let watcher = try lifeWatcher(of: port, ownerPID: owner.pid)
-        XCTAssertTrue(watcher.waitForLine("ready"), watcher.stdout + watcher.stderr)
-        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
-        XCTAssertTrue(watcher.waitForLine("died"), watcher.stdout + watcher.stderr)
-        XCTAssertEqual(watcher.waitForExit(), .exited(0))
-        XCTAssertNotNil(owner.waitForExit())
+        try assertTheLifeWatcherSays("died", whenTheOwnerGets: SIGKILL)
     }
 
     func testAWatcherWrittenFromTheWireFormatSeesTheOwnerGiveItsPortBack() throws {
-        let (owner, port) = try startOwner()
+        try assertTheLifeWatcherSays("given back", whenTheOwnerGets: SIGUSR1) // the owner invalidates its port
+    }
+
+    private func assertTheLifeWatcherSays(_ line: String, whenTheOwnerGets signal: Int32,
+                                          file: StaticString = #filePath, line number: UInt = #line) throws {
+        let (owner, port) = try startOwner(file: file, line: number)
         let watcher = try lifeWatcher(of: port, ownerPID: owner.pid)
-        XCTAssertTrue(watcher.waitForLine("ready"), watcher.stdout + watcher.stderr)
-        XCTAssertEqual(kill(owner.pid, SIGUSR1), 0)
-        XCTAssertTrue(watcher.waitForLine("given back"), watcher.stdout + watcher.stderr)
-        XCTAssertEqual(watcher.waitForExit(), .exited(0))
-        XCTAssertEqual(kill(owner.pid, SIGKILL), 0)
-        XCTAssertNotNil(owner.waitForExit())
+        XCTAssertTrue(watcher.waitForLine("ready"), watcher.stdout + watcher.stderr, file: file, line: number)
+        XCTAssertEqual(kill(owner.pid, signal), 0, file: file, line: number)
+        XCTAssertTrue(watcher.waitForLine(line), watcher.stdout + watcher.stderr, file: file, line: number)
+        XCTAssertEqual(watcher.waitForExit(), .exited(0), file: file, line: number)
+        kill(owner.pid, SIGKILL) // dead already, or still serving after its invalidation
+        XCTAssertNotNil(owner.waitForExit(), file: file, line: number)
     }
 
     func testAWatchInvalidatedBeforeItFiresNeverFiresAndLeavesNoDescriptor() throws {
