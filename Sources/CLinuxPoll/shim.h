@@ -167,12 +167,6 @@ static inline int clinux_futex_waitv(struct clinux_futex_waitv *words, unsigned 
 #endif
 }
 
-/// Wakes one waiter of the word at `word`, in any process (a robust lock's protocol
-/// passes a single wake-up on). Returns how many woke.
-static inline int clinux_futex_wake_one_shared(uint32_t *word) {
-    return (int)syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
-}
-
 #include <pthread.h>
 /// Makes `*mutex` a lock that threads of several processes take (`PTHREAD_PROCESS_SHARED`)
 /// and that the kernel releases, marked `FUTEX_OWNER_DIED`, when its holder thread ends

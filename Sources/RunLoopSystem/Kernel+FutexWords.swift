@@ -84,12 +84,6 @@ extension Kernel {
             clinux_futex_waitv(words.baseAddress, UInt32(words.count), deadline.rawValue) >= 0 ? 0 : -1
         }
     }
-
-    /// Wakes one thread sleeping on `word`, in any process; returns how many woke.
-    @discardableResult
-    package static func wakeOneSharedWord(_ word: UnsafeMutablePointer<UInt32>) -> Int {
-        Int((try? systemCall("futex(WAKE 1, shared)") { clinux_futex_wake_one_shared(word) }) ?? 0)
-    }
 }
 
 /// Robust locks: a `pthread_mutex_t` in a shared mapping that the kernel itself releases,
@@ -122,5 +116,4 @@ extension Kernel {
         let rc = pthread_mutex_unlock(lock)
         guard rc == 0 else { throw SystemCallError(call: "pthread_mutex_unlock(robust)", errno: rc) }
     }
-
 }

@@ -197,7 +197,6 @@ package enum Kernel {
     /// Sets the calling thread's timer slack (`prctl(PR_SET_TIMERSLACK)`): how much later
     /// than asked the kernel may end its timed sleeps, to batch wake-ups (50 µs by default).
     package static func setTimerSlack(_ slack: Duration) throws(SystemCallError) {
-        let nanoseconds = UInt(clamping: slack.components.seconds * 1_000_000_000 + slack.components.attoseconds / 1_000_000_000)
-        _ = try systemCall("prctl(PR_SET_TIMERSLACK)") { clinux_set_timer_slack(nanoseconds) }
+        _ = try systemCall("prctl(PR_SET_TIMERSLACK)") { clinux_set_timer_slack(UInt(clamping: slack.totalNanoseconds)) }
     }
 }

@@ -41,6 +41,11 @@ final class NameLife: @unchecked Sendable {
     /// thread's), which unmaps the page.
     private let access = Lock()
 
+    /// The page's path beside the name's lock file (`<dir>/<name>.lock`): `<dir>/<name>.life`.
+    static func path(besideLock lockPath: String) -> String {
+        String(lockPath.dropLast(".lock".count)) + ".life"
+    }
+
     /// Makes `<directory>/<name>.life` for the calling thread, the port's owner, and takes its
     /// lock. Called under the name's lock (`NameLock`), so no other owner writes it meanwhile.
     init(name: String, directory: String) throws(SystemCallError) {

@@ -45,7 +45,7 @@ final class NameLock {
             guard locked else {
                 let holder = NameLock.writtenPID(fd)
                 Kernel.close(fd)
-                if let holder, NameLock.awaitDyingHolder(holder, lifePath: "\(directory)/\(name).life") { continue }
+                if let holder, NameLock.awaitDyingHolder(holder, lifePath: NameLife.path(besideLock: path)) { continue }
                 throw .nameInUse(name, holder: holder)
             }
             if NameLock.stillNamesFile(path: path, fd: fd) {
@@ -107,9 +107,10 @@ final class NameLock {
         Kernel.close(fd)
     }
 
-    /// The pid of the live owner of `name`'s lock, or nil when no live process holds it
-    /// (no lock file, nobody holds its lock, or its holder's life page says it died). Throws when the file cannot be tested
-    /// (`EMFILE` at the descriptor limit, `EACCES`): that says nothing of an owner.
+    /// The pid of the live owner of `name`'s lock, or nil when no live process holds it (no
+    /// lock file, nobody holds its lock, or its holder's life page says it died). Throws when
+    /// the file cannot be tested (`EMFILE` at the descriptor limit, `EACCES`): that says
+    /// nothing of an owner.
     static func liveOwner(name: String, directory: String) throws(SystemCallError) -> pid_t? {
         let fd: Int32
         do {
@@ -125,8 +126,8 @@ final class NameLock {
 
     /// Whether a live process holds the lock file at `path`: false if there is no such file
     /// (its owner gave the name back), nobody holds its lock (its owner died) or its holder's
-    /// life page says it died (the kernel has yet to free the lock). Throws when
-    /// the file cannot be tested (`EMFILE`, `EACCES`): that says nothing of an owner.
+    /// life page says it died (the kernel has yet to free the lock). Throws when the file
+    /// cannot be tested (`EMFILE`, `EACCES`): that says nothing of an owner.
     static func isHeld(path: String) throws(SystemCallError) -> Bool {
         let fd: Int32
         do {
@@ -137,7 +138,7 @@ final class NameLock {
         defer { Kernel.close(fd) }
         guard try Kernel.isLockedByAnother(fd) else { return false }
         guard let pid = writtenPID(fd) else { return true }
-        return !holderDied(pid, lifePath: String(path.dropLast(".lock".count)) + ".life")
+        return !holderDied(pid, lifePath: NameLife.path(besideLock: path))
     }
 
     /// The pid the last owner of `name` wrote into its lock file, read without taking or

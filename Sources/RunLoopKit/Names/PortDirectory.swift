@@ -92,8 +92,9 @@ final class PortDirectory: @unchecked Sendable {
 
     /// At a normal exit (`exit`, or returning from `main`): marks the life pages of the names
     /// still held withdrawn (their watchers see them given back, not their owner dead), and
-    /// removes their socket, lock and life files, since ports whose threads never tore them down (the
-    /// main thread's, whose thread-exit destructors never run) would otherwise leave them.
+    /// removes their socket, lock and life files, since ports whose threads never tore them
+    /// down (the main thread's, whose thread-exit destructors never run) would otherwise
+    /// leave them.
     /// A killed process leaves its names, which the next registration reclaims. A forked
     /// child's exit removes nothing: the names are its parent's, which still serves them.
     private func removeNamesAtExit() {

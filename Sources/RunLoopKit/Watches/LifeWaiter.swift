@@ -131,14 +131,9 @@ final class LifeWaiter: @unchecked Sendable {
         groups.removeAll { $0.processID != process } // a parent's, whose threads a forked child lacks
         if let open = groups.first(where: { $0.watches.count < Self.watchesPerGroup }) {
             group = open
-            group.watches.append(watch)
-            watch.group = group
-            group.changes.pointee &+= 1
-            lock.unlock()
         } else {
             group = Group()
-            group.watches.append(watch)
-            watch.group = group
+            // Its thread takes the lock first thing, so it finds the watch added below.
             do {
                 try NativeThread.start(name: "runloopkit.life") { [self] in serve(group) }.detach()
             } catch {
@@ -146,8 +141,11 @@ final class LifeWaiter: @unchecked Sendable {
                 throw error
             }
             groups.append(group)
-            lock.unlock()
         }
+        group.watches.append(watch)
+        watch.group = group
+        group.changes.pointee &+= 1
+        lock.unlock()
         Kernel.wakeWord(group.changes)
     }
 

@@ -102,8 +102,7 @@ public final class PortLossSource: @unchecked Sendable {
         var chosen: Withdrawal?
         // The page is taken only if it names the pinned owner; a withdrawal since it was made
         // is marked in it, so that nothing between the pinning and the watch is missed.
-        let lifePath = String(lockPath.dropLast(".lock".count)) + ".life"
-        if LifeWaiter.isAvailable, let page = NameLife.watch(path: lifePath, ownerPID: pinned.pid) {
+        if LifeWaiter.isAvailable, let page = NameLife.watch(path: NameLife.path(besideLock: lockPath), ownerPID: pinned.pid) {
             let told = InputSource { box.source?.lifeEvent() }
             let watch = LifeWatch(page: page, told: told)
             do {

@@ -262,7 +262,7 @@ private final class NameWatchState {
               let pidfd = try? Kernel.processDescriptor(pid) else { return nil }
         let proven = (try? Kernel.isReadable(pidfd)) == false
             && (try? Kernel.isLockedByAnother(lock)) == true && NameLock.announcedPID(lock) == pid
-            && !NameLock.holderDied(pid, lifePath: String(lockPath.dropLast(".lock".count)) + ".life")
+            && !NameLock.holderDied(pid, lifePath: NameLife.path(besideLock: lockPath))
         guard proven else {
             Kernel.close(pidfd)
             return nil
