@@ -67,6 +67,7 @@ struct BenchCommand: ParsableCommand {
         if child == NameAppearCase.childRole { NameAppearCase.serveAsChild() }
         if child == PeerDeathCase.childRole {
             guard let childPort else { throw ValidationError("--child \(PeerDeathCase.childRole) needs --child-port") }
+            if let cpu { Placement.pinCurrentThread(to: cpu) } // before any thread exists: all inherit it
             PeerDeathCase.serveAsChild(name: childPort)
         }
         if child == ProcessThroughputCase.childRole {

@@ -2,11 +2,12 @@
 // mutex that a thread of the victim holds (the kernel releases it, FUTEX_OWNER_DIED, at the
 // start of that thread's exit) against a pidfd (readable once the whole process is gone).
 // No library. The victim: THREADS threads, MIB MiB of anonymous memory written, the lock
-// taken by its main thread.
+// taken by its main thread (see HOLDER).
 //   life-lock-probe N THREADS MIB
 // Environment: KILLER=1 kills from a thread of its own (else the watcher kills, then
 // waits); PIN=1 puts the victim on CPU 1 and the watcher on CPU 0; SLICE=1 asks a 0.1 ms
-// EEVDF slice for the watcher (sched_setattr, Linux 6.12).
+// EEVDF slice for the watcher (sched_setattr, Linux 6.12); HOLDER=thread has a thread of
+// the victim made for it take the lock, HOLDER=idle the same at SCHED_IDLE.
 // gcc -O2 -pthread -o life-lock-probe life-lock-probe.c
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -30,6 +31,15 @@ static int cmp(const void *a, const void *b) { double x = *(const double *)a, y 
 static void *idle(void *unused) { (void)unused; for (;;) pause(); return 0; }
 static void pin(int cpu) { cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpu, &set); sched_setaffinity(0, sizeof set, &set); }
 
+static pthread_mutex_t *held;
+static int holder_ready[2];
+static void *holder(void *policy) {
+    if (policy) { struct sched_param none = {0}; if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &none)) perror("SCHED_IDLE"); }
+    pthread_mutex_lock(held);
+    write(holder_ready[1], "h", 1);
+    for (;;) pause();
+    return 0;
+}
 static pid_t victim;
 static _Atomic double killed_at;
 static int killer_pipe[2];
@@ -65,7 +75,12 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             if (pinned) pin(1);
-            pthread_mutex_lock(lock);
+            const char *h = getenv("HOLDER");
+            if (h) {
+                held = lock; pipe(holder_ready); pthread_t t;
+                pthread_create(&t, 0, holder, strcmp(h, "idle") == 0 ? (void *)1 : 0);
+                char x; read(holder_ready[0], &x, 1);
+            } else pthread_mutex_lock(lock);
             size_t bytes = (size_t)mib << 20;
             if (bytes) memset(mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), 1, bytes);
             for (int t = 1; t < threads; t++) { pthread_t thread; pthread_create(&thread, 0, idle, 0); }

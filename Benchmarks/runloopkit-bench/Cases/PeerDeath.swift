@@ -9,6 +9,12 @@ import Synchronization
 /// loop's thread: the monotonic clock read right before `kill(2)`, then in the handler.
 /// The floor: a thread blocked in `poll(2)` on a pidfd of the same kind of owner.
 /// Each kill is of a fresh owner (this executable, `--child peer-death-owner`).
+///
+/// Placement (see `Placement`): the owner's process runs on the receiver's CPU, the watcher
+/// (the thread that kills and waits) on the sender's. A killed process spends its last
+/// millisecond unmapping its memory in the kernel; a watcher queued on that CPU waits for
+/// it whatever it watches (the pidfd too), so on two CPUs shared at random the tail is the
+/// scheduler's, not the watch's. `--placement free` shows that case.
 enum PeerDeathCase {
     static let name = "peer-death"
     static let childRole = "peer-death-owner"
@@ -46,7 +52,8 @@ enum PeerDeathCase {
     /// A fresh owner's process and port.
     static func startOwner() -> (process: ChildProcess, port: RemotePort) {
         let name = "runloopkit-bench.peer-death.\(getpid()).\(serial.add(1, ordering: .relaxed).newValue)"
-        let process = ChildProcess(arguments: ["--child", childRole, "--child-port", name])
+        let process = ChildProcess(arguments: ["--child", childRole, "--child-port", name]
+                                   + (Placement.receiver.map { ["--cpu", String($0)] } ?? []))
         do {
             return (process, try RemotePort(named: name))
         } catch {
@@ -69,7 +76,7 @@ enum PeerDeathCase {
 
 final class RunLoopKitPeerDeath: LatencyContender {
     let name = "runloopkit"
-    private let driver = CommandThread(cpu: nil)
+    private let driver = CommandThread(cpu: Placement.sender)
     private var cpu: UInt64 = 0, losses = 0
 
     /// The watcher thread's CPU per loss, ns.
@@ -114,7 +121,7 @@ final class RunLoopKitPeerDeath: LatencyContender {
 /// The kernel's floor: `poll(2)` on a pidfd of the owner, from the thread that kills it.
 final class PidfdPeerDeath: LatencyContender {
     let name = "pidfd-poll"
-    private let driver = CommandThread(cpu: nil)
+    private let driver = CommandThread(cpu: Placement.sender)
 
     func measure(_ count: Int) -> LatencyHistogram {
         var recorder = LatencyHistogram()

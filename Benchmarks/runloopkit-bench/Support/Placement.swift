@@ -8,9 +8,10 @@ import Synchronization
 /// times over, differently from one thread start to the next. So by default the two
 /// threads of every latency pair share CPU 0 (each round trip is then the software's own
 /// cost plus two local context switches), as do the threads that `checkin-1000` and
-/// `thread-cycles` create, while a stream's sender and receiver get CPUs 0 and 1. The
-/// lone timer and idle threads are left to the scheduler. `--placement free` leaves all
-/// threads to the scheduler.
+/// `thread-cycles` create, while a stream's sender and receiver get CPUs 0 and 1, as do
+/// `peer-death`'s watcher and the owner it kills (a dying process holds its CPU while the
+/// kernel unmaps it). The lone timer and idle threads are left to the scheduler.
+/// `--placement free` leaves all threads to the scheduler.
 enum Placement {
     enum Mode: String, CaseIterable, ExpressibleByArgument, Sendable {
         case paired
@@ -26,7 +27,7 @@ enum Placement {
 
     /// The CPU of both threads of a latency pair (and of a child process's threads).
     static var pair: Int? { mode == .paired ? 0 : nil }
-    /// The CPUs of a stream's sender and receiver.
+    /// The CPUs of a stream's sender and receiver (and of peer-death's watcher and owner).
     static var sender: Int? { mode == .paired ? 0 : nil }
     static var receiver: Int? { mode == .paired ? min(1, System.processorCount - 1) : nil }
 
