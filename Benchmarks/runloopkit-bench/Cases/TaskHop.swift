@@ -135,8 +135,12 @@ enum TaskHopCase {
     static let name = "task-hop"
 
     static func run(_ config: BenchConfig) -> CaseOutcome {
-        let contenders: [any LatencyContender] = [RunLoopKitTaskHop(), DispatchSerialExecutorHop(), DefaultActorHop()]
-        let distributions = Harness.latencies(contenders, config)
+        // The hop's two threads are a latency pair, but one of them is the cooperative pool's:
+        // so the whole process shares CPU 0 (see `Placement`) while the case runs.
+        let distributions = Placement.withProcessPinned(to: Placement.pair) { () -> [Distribution] in
+            let contenders: [any LatencyContender] = [RunLoopKitTaskHop(), DispatchSerialExecutorHop(), DefaultActorHop()]
+            return Harness.latencies(contenders, config)
+        }
         var outcome = CaseOutcome(name: name, distributions: distributions, chartCaption: "await an actor method from a task")
         outcome.metrics = [
             distributions.metric(name, "us_p50", targets: [.atMostTimes(1, peer: "dispatch-serial-executor")]) { $0.p50 },
