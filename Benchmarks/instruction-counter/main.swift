@@ -31,6 +31,8 @@ nonisolated(unsafe) var markedRole = 0
 @inline(never) func markThreadRequestServer() { markedRole = 7 }
 @inline(never) func markThreadPerformer() { markedRole = 8 }
 @inline(never) func markThreadPerformTarget() { markedRole = 9 }
+@inline(never) func markThreadExecutorLoop() { markedRole = 10 }
+@inline(never) func markThreadHoppingTask() { markedRole = 11 }
 
 /// Messages sent before the measured ones in every scenario: connections made, caches and
 /// libzmq's pipes filled, the frame pool grown to what the stream keeps in flight.
@@ -221,12 +223,47 @@ func perform(performs: Int) throws {
     worker.stop()
 }
 
+/// An actor pinned to a worker's loop (its executor is the loop's `LoopExecutor`).
+actor PinnedCounter {
+    let worker: WorkerThread
+    private var calls = 0 // changed on every call, so that the hop cannot be optimized away
+    nonisolated var unownedExecutor: UnownedSerialExecutor { worker.executor.asUnownedSerialExecutor() }
+    init(worker: WorkerThread) { self.worker = worker }
+    func echo(_ value: Int) -> Int {
+        calls += 1
+        return value
+    }
+}
+
+/// A task on the cooperative pool awaiting a method of an actor pinned to a worker's loop
+/// (`task-hop`): each call hops onto the loop's thread and back. The task marks whichever
+/// pool thread resumes it, after every hop, so that all its threads are counted.
+func taskHop(hops: Int) throws {
+    let worker = try WorkerThread(name: "actor")
+    try worker.performAndWait { markThreadExecutorLoop() }
+    let counter = PinnedCounter(worker: worker)
+    let done = DispatchSemaphore(value: 0)
+    Task {
+        for count in [warmUp, hops] {
+            for index in 0..<count {
+                let answer = await counter.echo(index)
+                markThreadHoppingTask()
+                precondition(answer == index)
+            }
+        }
+        done.signal()
+    }
+    done.wait()
+    worker.stop()
+}
+
 let scenarios: [(name: String, run: (Int) throws -> Void)] = [
     ("stream", { try stream(messages: $0, borrowing: false) }),
     ("stream-borrowing", { try stream(messages: $0, borrowing: true) }),
     ("ping-pong", { try pingPong(roundTrips: $0) }),
     ("request-reply", { try requestReply(requests: $0) }),
     ("perform", { try perform(performs: $0) }),
+    ("task-hop", { try taskHop(hops: $0) }),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

@@ -157,11 +157,15 @@ final class LoopJobQueue: @unchecked Sendable {
             return
         }
         isRunningJobs = true
-        var batch = spare
+        // The spare buffer goes to the queue uniquely held (taken, not copied), so that an
+        // enqueue while the batch runs appends in place instead of copying it.
+        var batch: [PendingJob] = []
+        swap(&batch, &spare)
         lock.withLock { swap(&queued, &batch) }
-        for pending in batch { pending.run() }
-        batch.removeAll(keepingCapacity: true)
-        spare = batch
+        for index in batch.indices { batch[index].run() }
+        // One job, the commonest batch: without the generic bulk removal.
+        if batch.count == 1 { batch.removeLast() } else { batch.removeAll(keepingCapacity: true) }
+        swap(&batch, &spare)
         isRunningJobs = false
         if missedTurn {
             missedTurn = false
