@@ -145,8 +145,10 @@ let package = Package(
                 "CZeroMQ",
                 "CLinuxPoll",
                 "RunLoopTestSupport",
+                "RunLoopSystem",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: errnoInjection
         ),
     ] + examples.map { name in
         .executableTarget(

@@ -37,6 +37,11 @@ package enum Kernel {
         try systemCall("pread") { Glibc.pread(fd, buffer.baseAddress, buffer.count, offset) }
     }
 
+    /// `pwrite(2)` of `bytes` at `offset`; returns the bytes written.
+    package static func write(_ fd: Int32, _ bytes: [UInt8], at offset: Int) throws(SystemCallError) -> Int {
+        try systemCall("pwrite") { bytes.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, offset) } }
+    }
+
     /// Replaces a file's contents with `bytes` (`ftruncate(2)`, then `pwrite(2)` at 0).
     package static func overwrite(_ fd: Int32, with bytes: [UInt8]) throws(SystemCallError) {
         try systemCall("ftruncate") { Glibc.ftruncate(fd, 0) }

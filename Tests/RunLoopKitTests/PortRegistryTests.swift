@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @testable import RunLoopKit
+import RunLoopSystem
 import XCTest
 
 /// The runtime directory as tools read it: names, owners, liveness.
@@ -18,6 +19,21 @@ final class PortRegistryTests: XCTestCase {
         port.invalidate()
         XCTAssertNil(try PortRegistry.registration(named: name), "a name given back leaves no lock file")
     }
+
+    #if ERRNO_INJECTION
+    /// A name watch wakes at each change of the lock file, and the registration's last step
+    /// is one: the pid written, in one write, into the file emptied as the lock was taken
+    /// (`docs/wire-format.md`), with no truncation right before it.
+    func testARegistrationAnnouncesItsPidInOneWriteWithNoTruncationBeforeIt() throws {
+        let recorder = ErrnoInjection() // forces nothing: it records the calls of this thread
+        let name = uniqueName("registry-announce")
+        let port = try recorder.during { try LocalPort(name: name) }
+        defer { port.invalidate() }
+        let announcement = try XCTUnwrap(recorder.calls.lastIndex(of: "pwrite"), "\(recorder.calls)")
+        XCTAssertNotEqual(recorder.calls[announcement - 1], "ftruncate", "\(recorder.calls)")
+        XCTAssertEqual(try PortRegistry.registration(named: name)?.ownerPID, getpid())
+    }
+    #endif
 
     func testANameWhoseOwnerDiedIsListedDeadWithTheLastOwnersPid() throws {
         let name = uniqueName("registry-dead")

@@ -92,7 +92,9 @@ final class NameLock {
     /// also for `nameInUse(holder:)` and the tool's listing: a lock file without it (a port
     /// being registered) still holds the name.
     func announceOwner() {
-        _ = try? Kernel.overwrite(fd, with: Array("\(processID)\n".utf8))
+        // The file is empty since the lock was taken (see init): one write is the whole
+        // announcement, one change (`IN_MODIFY`) for a watcher, with no truncation before it.
+        _ = try? Kernel.write(fd, Array("\(processID)\n".utf8), at: 0)
     }
 
     /// Whether the calling process took the lock (it is not a child forked since).
