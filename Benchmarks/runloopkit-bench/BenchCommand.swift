@@ -64,24 +64,23 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
+        // A child pinned before any thread exists: all its threads inherit the CPU.
+        if child != nil, let cpu { Placement.pinCurrentThread(to: cpu) }
         if child == NameAppearCase.childRole { NameAppearCase.serveAsChild() }
         if child == PeerDeathCase.childRole {
             guard let childPort else { throw ValidationError("--child \(PeerDeathCase.childRole) needs --child-port") }
-            if let cpu { Placement.pinCurrentThread(to: cpu) } // before any thread exists: all inherit it
             PeerDeathCase.serveAsChild(name: childPort)
         }
         if child == ProcessThroughputCase.childRole {
             guard let childPort, let endpoint, let ringSocket else {
                 throw ValidationError("--child \(ProcessThroughputCase.childRole) needs --child-port, --endpoint and --ring-socket")
             }
-            if let cpu { Placement.pinCurrentThread(to: cpu) } // before any thread exists: all inherit it
             ProcessThroughputCase.serveAsChild(childPort: childPort, endpoint: endpoint, ringPath: ringSocket)
         }
         if child != nil {
             guard let childPort, let parentPort, let endpoint else {
                 throw ValidationError("--child needs --child-port, --parent-port and --endpoint")
             }
-            if let cpu { Placement.pinCurrentThread(to: cpu) } // before any thread exists: all inherit it
             ProcessPingPongCase.serveAsChild(childPort: childPort, parentPort: parentPort, endpoint: endpoint)
         }
         if list {

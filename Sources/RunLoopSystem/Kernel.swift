@@ -44,8 +44,8 @@ package enum Kernel {
 
     /// Replaces a file's contents with `bytes` (`ftruncate(2)`, then `pwrite(2)` at 0).
     package static func overwrite(_ fd: Int32, with bytes: [UInt8]) throws(SystemCallError) {
-        try systemCall("ftruncate") { Glibc.ftruncate(fd, 0) }
-        try systemCall("pwrite") { bytes.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, 0) } }
+        try setSize(fd, to: 0)
+        _ = try write(fd, bytes, at: 0)
     }
 
     /// `unlink(2)`.

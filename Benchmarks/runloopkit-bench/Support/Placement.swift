@@ -9,9 +9,10 @@ import Synchronization
 /// times over, differently from one thread start to the next. So by default the two
 /// threads of every latency pair share CPU 0 (each round trip is then the software's own
 /// cost plus two local context switches), as do the threads that `checkin-1000` and
-/// `thread-cycles` create (and, for `task-hop`, every thread of the process), while a stream's sender and receiver get CPUs 0 and 1, as do
-/// `peer-death`'s watcher and the owner it kills (a dying process holds its CPU while the
-/// kernel unmaps it). The lone timer and idle threads are left to the scheduler.
+/// `thread-cycles` create (and, for `task-hop`, every thread of the process), while a
+/// stream's sender and receiver get CPUs 0 and 1, as do `peer-death`'s watcher and the
+/// owner it kills (a dying process holds its CPU while the kernel unmaps it). The lone
+/// timer and idle threads are left to the scheduler.
 /// `--placement free` leaves all threads to the scheduler.
 enum Placement {
     enum Mode: String, CaseIterable, ExpressibleByArgument, Sendable {
@@ -68,8 +69,7 @@ enum Placement {
         func set(_ mask: [UInt64], of thread: pid_t) {
             _ = mask.withUnsafeBytes { setAffinity(thread, $0.count, $0.baseAddress!) }
         }
-        var pinned = [UInt64](repeating: 0, count: 16)
-        pinned[cpu / 64] |= 1 << UInt64(cpu % 64)
+        let pinned = Placement.mask(onlyOf: cpu)
         let callers = mask(of: 0)
         var saved: [pid_t: [UInt64]] = [:]
         for thread in threadIDs() {
@@ -85,6 +85,13 @@ enum Placement {
         return body()
     }
 
+    /// A 1024-bit `cpu_set_t` holding `cpu` alone.
+    private static func mask(onlyOf cpu: Int) -> [UInt64] {
+        var mask = [UInt64](repeating: 0, count: 16)
+        mask[cpu / 64] |= 1 << UInt64(cpu % 64)
+        return mask
+    }
+
     /// The process's threads (`/proc/self/task`).
     private static func threadIDs() -> [pid_t] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { pid_t($0) }
@@ -92,10 +99,8 @@ enum Placement {
 
     /// Pins the calling thread to `cpu` (threads it creates later inherit the mask).
     static func pinCurrentThread(to cpu: Int) {
-        var mask = [UInt64](repeating: 0, count: 16) // a 1024-bit cpu_set_t
-        mask[cpu / 64] |= 1 << UInt64(cpu % 64)
         guard let setAffinity else { return }
-        let rc = mask.withUnsafeBytes { setAffinity(0, $0.count, $0.baseAddress!) }
+        let rc = mask(onlyOf: cpu).withUnsafeBytes { setAffinity(0, $0.count, $0.baseAddress!) }
         if rc != 0 { Progress.say("warning: cannot pin a thread to CPU \(cpu) (errno \(errno))") }
     }
 }
